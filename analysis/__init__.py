@@ -1,0 +1,1 @@
+"""Analysis: MMRB2 scoring, Best-of-N metrics, correlations, figures and reports."""

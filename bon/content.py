@@ -1,0 +1,309 @@
+"""The content model shared with MMRB2: a list of ``[kind, value]`` items.
+
+``kind`` is ``"text"`` or ``"image"``. On disk an image value is a path relative to the folder of
+the JSON file that mentions it; in memory an :class:`ImageItem` may also hold a PIL image that has
+not been written yet (a fresh generator output). Content hashes identify what a judge saw, so the
+same pixels under another file name are the same judgment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Union
+
+from PIL import Image
+
+from bon.errors import BonError
+
+TASKS = ("t2i", "edit", "interleaved", "reasoning")
+
+
+@dataclass(eq=False)
+class TextItem:
+    text: str
+    kind = "text"
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(b"text\0" + self.text.encode("utf-8")).hexdigest()
+
+
+@dataclass(eq=False)
+class ImageItem:
+    """An image known by file path, by pixels, or both. Pixels are loaded once and kept."""
+
+    path: Path | None = None
+    _image: Image.Image | None = field(default=None, repr=False)
+    _digest: str | None = field(default=None, repr=False)
+    kind = "image"
+
+    @classmethod
+    def from_pil(cls, image: Image.Image) -> "ImageItem":
+        return cls(path=None, _image=image.convert("RGB"))
+
+    def load(self) -> Image.Image:
+        if self._image is None:
+            if self.path is None:
+                raise BonError("image item has neither a path nor pixels")
+            try:
+                with Image.open(self.path) as im:
+                    self._image = im.convert("RGB")
+            except FileNotFoundError:
+                raise BonError(f"{self.path}: image file not found") from None
+            except OSError as exc:
+                raise BonError(f"{self.path}: unreadable image ({exc})") from None
+        return self._image
+
+    @property
+    def digest(self) -> str:
+        """Hash of the decoded pixels: independent of file name and PNG encoder settings."""
+        if self._digest is None:
+            im = self.load()
+            h = hashlib.sha256(b"image\0")
+            h.update(f"{im.mode}:{im.width}x{im.height}\0".encode())
+            h.update(im.tobytes())
+            self._digest = h.hexdigest()
+        return self._digest
+
+
+Item = Union[TextItem, ImageItem]
+
+
+@dataclass(eq=False)
+class Content:
+    """An ordered mix of text and images (a prompt or a response)."""
+
+    items: list[Item] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def texts(self) -> list[str]:
+        return [it.text for it in self.items if isinstance(it, TextItem)]
+
+    @property
+    def images(self) -> list[ImageItem]:
+        return [it for it in self.items if isinstance(it, ImageItem)]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.texts)
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for it in self.items:
+            h.update(it.digest.encode())
+        return h.hexdigest()
+
+    @classmethod
+    def of(cls, *values: str | Image.Image | Item) -> "Content":
+        """Build content from strings and PIL images, in order."""
+        items: list[Item] = []
+        for v in values:
+            if isinstance(v, (TextItem, ImageItem)):
+                items.append(v)
+            elif isinstance(v, str):
+                items.append(TextItem(v))
+            elif isinstance(v, Image.Image):
+                items.append(ImageItem.from_pil(v))
+            else:
+                raise TypeError(f"cannot make content from {type(v).__name__}")
+        return cls(items)
+
+    # --- JSON ---------------------------------------------------------------------------------
+    def to_json(self, base: Path, image_dir: Path | None = None, stem: str = "img") -> list[list[str]]:
+        """Serialise as MMRB2 ``[[kind, value], ...]``; unsaved images are written under ``image_dir``."""
+        out: list[list[str]] = []
+        n = 0
+        for it in self.items:
+            if isinstance(it, TextItem):
+                out.append(["text", it.text])
+                continue
+            if it.path is None:
+                if image_dir is None:
+                    raise BonError("content holds an unsaved image and no image folder was given")
+                image_dir.mkdir(parents=True, exist_ok=True)
+                target = image_dir / f"{stem}_{n}.png"
+                save_png(it.load(), target)
+                it.path = target
+            n += 1
+            out.append(["image", relative_path(it.path, base)])
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any, base: Path, where: str = "content") -> "Content":
+        """Parse ``[[kind, value], ...]``; image paths are resolved against ``base`` and must stay inside it."""
+        if not isinstance(raw, list):
+            raise BonError(f"{where}: content must be a list of [kind, value] items")
+        items: list[Item] = []
+        for i, entry in enumerate(raw):
+            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], str)):
+                raise BonError(f"{where}[{i}]: expected [kind, value], got {entry!r:.80}")
+            kind, value = entry
+            if kind == "text":
+                items.append(TextItem(value))
+            elif kind == "image":
+                items.append(ImageItem(path=safe_join(base, value, where=f"{where}[{i}]")))
+            else:
+                raise BonError(f"{where}[{i}]: unknown content kind {kind!r} (expected 'text' or 'image')")
+        return cls(items)
+
+
+def save_png(image: Image.Image, path: Path) -> None:
+    """Write atomically so an interrupted run never leaves a truncated image behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    image.save(tmp, format="PNG", compress_level=1)
+    tmp.replace(path)
+
+
+def relative_path(path: Path, base: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        raise BonError(f"{path}: image lies outside {base}") from None
+
+
+def safe_join(base: Path, rel: str, where: str) -> Path:
+    """Resolve a relative image path, refusing absolute paths and ``..`` escapes."""
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts:
+        raise BonError(f"{where}: image path {rel!r} escapes its folder")
+    return base / p
+
+
+# --- prompts and candidates ------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Prompt:
+    id: str
+    task: str
+    content: Content
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise BonError(f"prompt {self.id}: unknown task {self.task!r} (expected one of {', '.join(TASKS)})")
+
+    def to_json(self, base: Path, image_dir: Path | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task": self.task,
+            "content": self.content.to_json(base, image_dir, stem=slug(self.id)),
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], base: Path, where: str) -> "Prompt":
+        missing = [k for k in ("id", "task", "content") if k not in raw]
+        if missing:
+            raise BonError(f"{where}: prompt lacks {', '.join(missing)}")
+        return cls(
+            id=str(raw["id"]),
+            task=raw["task"],
+            content=Content.from_json(raw["content"], base, where=f"{where} content"),
+            metadata=dict(raw.get("metadata") or {}),
+        )
+
+
+@dataclass(eq=False)
+class Candidate:
+    prompt_id: str
+    index: int
+    generator: str
+    seed: int
+    content: Content
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.generator, self.prompt_id, self.index)
+
+    def to_json(self, base: Path, image_dir: Path | None = None) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id,
+            "index": self.index,
+            "generator": self.generator,
+            "seed": self.seed,
+            "content": self.content.to_json(base, image_dir, stem=f"{slug(self.prompt_id)}_{self.index}"),
+            "provenance": self.provenance,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], base: Path, where: str) -> "Candidate":
+        missing = [k for k in ("prompt_id", "index", "generator", "content") if k not in raw]
+        if missing:
+            raise BonError(f"{where}: candidate lacks {', '.join(missing)}")
+        return cls(
+            prompt_id=str(raw["prompt_id"]),
+            index=int(raw["index"]),
+            generator=str(raw["generator"]),
+            seed=int(raw.get("seed", 0)),
+            content=Content.from_json(raw["content"], base, where=f"{where} content"),
+            provenance=dict(raw.get("provenance") or {}),
+        )
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120]
+
+
+# --- JSONL ------------------------------------------------------------------------------------
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, record)``; a truncated last line (an interrupted append) is skipped."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines) and not line.endswith("\n"):
+                return  # torn write from a killed run; the unit is redone
+            raise BonError(f"{path}:{n}: not valid JSON") from None
+        if not isinstance(rec, dict):
+            raise BonError(f"{path}:{n}: expected a JSON object")
+        yield n, rec
+
+
+def append_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    drop_torn_tail(path)
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(data)
+        fh.flush()
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line left by a killed writer, so appends start on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as fh:
+        fh.seek(-1, 2)
+        if fh.read(1) == b"\n":
+            return
+        data = fh.seek(0) or fh.read()
+        fh.truncate(data.rfind(b"\n") + 1)
+
+
+def load_prompts(path: Path) -> list[Prompt]:
+    return [Prompt.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in read_jsonl(path)]
+
+
+def load_candidates(path: Path) -> list[Candidate]:
+    return [Candidate.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in read_jsonl(path)]

@@ -1,0 +1,5 @@
+"""Downstream verifiers: every candidate of a study is scored once (see bon.plugins.Verifier)."""
+
+PLUGINS = {
+    "synthetic": "verifiers.synthetic:SyntheticVerifier",
+}
