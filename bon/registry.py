@@ -18,6 +18,7 @@ KINDS = {
     "judge": ("judges", "bon.judges"),
     "verifier": ("verifiers", "bon.verifiers"),
     "strategy": ("bon.selection", "bon.strategies"),
+    "suite": ("bon.suites", "bon.suites"),
 }
 
 

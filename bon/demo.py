@@ -1,0 +1,38 @@
+"""The offline demo study: ``configs/demo.yaml`` as code, so ``bon demo`` needs no file on disk.
+
+``tests/test_config.py`` checks that the two describe the same study.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bon.config import StudyConfig, parse_config
+
+DEMO_JUDGES = [
+    "scene-full", "scene-lowres", "colour-hist", "ocr", "quality",
+    "text-overlap", "position-bias", "image-bias", "random",
+]
+
+
+def demo_raw(out: Path = Path("runs/demo"), prompts: int = 40, n: int = 8, seed: int = 0, strategy: str = "knockout") -> dict[str, Any]:
+    return {
+        "out": str(out),
+        "seed": seed,
+        "n": n,
+        "tasks": ["t2i", "edit", "interleaved", "reasoning"],
+        "suite": {"name": "synthetic", "per_task": prompts},
+        "preference": {"prompts_per_task": prompts, "pairs_per_prompt": 4, "margin": 0.25, "annotators": 3},
+        "generators": [
+            {"name": "synthetic", "label": "strong", "options": {"skill": "strong"}},
+            {"name": "synthetic", "label": "weak", "options": {"skill": "weak"}},
+        ],
+        "verifier": {"name": "synthetic"},
+        "strategy": {"name": strategy},
+        "judges": list(DEMO_JUDGES),
+    }
+
+
+def demo_config(**kwargs: Any) -> StudyConfig:
+    return parse_config(demo_raw(**kwargs), where="bon demo")

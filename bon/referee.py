@@ -1,0 +1,121 @@
+"""The referee: the only way strategies and stages reach a judge.
+
+It asks matches in both orders, serves every judgment it has seen before from the store, sends the
+rest to the judge as one batch (so local models batch and API judges run concurrently), and counts
+what was paid for and what came free.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from bon.content import Content, Prompt
+from bon.errors import BonError
+from bon.protocol import Comparison, MatchResult, PairwiseJudge, Verdict, decide_match
+from bon.store import JudgmentStore
+
+
+class BudgetExhausted(BonError):
+    """Raised when ``max_calls`` new judge calls have been made; everything so far is stored."""
+
+
+@dataclass
+class CallStats:
+    calls_made: int = 0
+    calls_cached: int = 0
+    missing: int = 0
+    seconds: float = 0.0
+    missing_reasons: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls_made": self.calls_made,
+            "calls_cached": self.calls_cached,
+            "missing": self.missing,
+            "judge_seconds": round(self.seconds, 3),
+            "missing_reasons": dict(self.missing_reasons),
+        }
+
+
+@dataclass
+class Match:
+    """A requested match between candidates x and y of one prompt (indices into its list)."""
+
+    prompt: Prompt
+    x: int
+    y: int
+    x_content: Content
+    y_content: Content
+    tag: str = ""  # disambiguates the coin of the tie rule (e.g. generator name)
+
+
+class Referee:
+    def __init__(
+        self,
+        judge: PairwiseJudge,
+        store: JudgmentStore,
+        samples: int = 1,
+        max_calls: int | None = None,
+        seed: int = 0,
+    ):
+        if samples < 1:
+            raise BonError(f"samples must be at least 1, got {samples}")
+        self.judge = judge
+        self.store = store
+        self.samples = samples
+        self.max_calls = max_calls
+        self.seed = seed
+        self.judge_id = store.register(judge.identity())
+        self.stats = CallStats()
+
+    def ask(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
+        """Verdicts for the comparisons, from the store where possible, else from one judge batch."""
+        keys = [(c.prompt.content.digest, c.a.digest, c.b.digest, c.sample) for c in comparisons]
+        known = self.store.get_many(self.judge_id, keys)
+        todo: dict[tuple, Comparison] = {}
+        for key, comp in zip(keys, comparisons):
+            if key not in known and key not in todo:
+                todo[key] = comp
+        self.stats.calls_cached += len(keys) - len(todo)
+        if todo:
+            self._check_budget(len(todo))
+            started = time.perf_counter()
+            fresh = self.judge.judge(list(todo.values()))
+            self.stats.seconds += time.perf_counter() - started
+            if len(fresh) != len(todo):
+                raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")
+            self.store.put_many(self.judge_id, zip(todo, fresh))
+            known.update(zip(todo, fresh))
+            self.stats.calls_made += len(todo)
+        verdicts = [known[k] for k in keys]
+        for v in verdicts:
+            if v.better is None:
+                self.stats.missing += 1
+                reason = (v.missing or "unknown")[:80]
+                self.stats.missing_reasons[reason] = self.stats.missing_reasons.get(reason, 0) + 1
+        return verdicts
+
+    def _check_budget(self, wanted: int) -> None:
+        if self.max_calls is not None and self.stats.calls_made + wanted > self.max_calls:
+            raise BudgetExhausted(
+                f"judge {self.judge.name}: call budget of {self.max_calls} reached "
+                f"({self.stats.calls_made} made); rerun with a larger --max-calls to continue"
+            )
+
+    def play(self, matches: Sequence[Match]) -> list[MatchResult]:
+        """Both orders (times ``samples``) of every match, asked as one batch, merged by the tie rule."""
+        comparisons: list[Comparison] = []
+        for m in matches:
+            for s in range(self.samples):
+                comparisons.append(Comparison(m.prompt, m.x_content, m.y_content, s))
+                comparisons.append(Comparison(m.prompt, m.y_content, m.x_content, s))
+        verdicts = self.ask(comparisons)
+        results = []
+        step = 2 * self.samples
+        for i, m in enumerate(matches):
+            chunk = verdicts[i * step : (i + 1) * step]
+            coin_key = (self.seed, self.judge_id, m.prompt.id, m.tag, m.x, m.y)
+            results.append(decide_match(m.x, m.y, chunk[0::2], chunk[1::2], coin_key))
+        return results

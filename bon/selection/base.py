@@ -1,0 +1,91 @@
+"""The strategy interface and the driver that batches every prompt's ready matches together."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Generator, Sequence
+
+from bon.content import Candidate, Prompt
+from bon.protocol import MatchResult
+from bon.referee import Match, Referee
+
+Bracket = Generator[list[tuple[int, int]], list[MatchResult], int]
+
+
+class Strategy(ABC):
+    name: str = "strategy"
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    @abstractmethod
+    def bracket(self, n: int, key: tuple) -> Bracket:
+        """Yield ready matches among candidates 0..n-1, receive their results, return the winner.
+        ``key`` identifies the group (seed, prompt, generator) for seeded choices."""
+
+
+@dataclass
+class Pick:
+    prompt_id: str
+    generator: str
+    index: int
+    matches: list[MatchResult] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        """Judge decisions this pick used, made now or served from the store."""
+        return sum(m.calls for m in self.matches)
+
+    @property
+    def missing(self) -> int:
+        return sum(v.better is None for m in self.matches for v in m.forward + m.reverse)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id,
+            "generator": self.generator,
+            "index": self.index,
+            "calls": self.calls,
+            "missing": self.missing,
+            "matches": [[m.x, m.y, m.winner, m.rule] for m in self.matches],
+        }
+
+
+Group = tuple[Prompt, Sequence[Candidate]]
+
+
+def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group], seed: int = 0) -> list[Pick]:
+    """Run one bracket per (prompt, candidates) group, playing all ready matches as one batch."""
+    picks: list[Pick] = []
+    live: list[tuple[Bracket, Pick, Group, list[tuple[int, int]]]] = []
+    for prompt, cands in groups:
+        gen_name = cands[0].generator if cands else ""
+        pick = Pick(prompt.id, gen_name, -1)
+        picks.append(pick)
+        bracket = strategy.bracket(len(cands), (seed, prompt.id, gen_name))
+        _advance(bracket, None, pick, (prompt, cands), live)
+    while live:
+        matches = [
+            Match(prompt, x, y, cands[x].content, cands[y].content, tag=pick.generator)
+            for _, pick, (prompt, cands), pending in live
+            for x, y in pending
+        ]
+        results = referee.play(matches)
+        waiting, live, pos = live, [], 0
+        for bracket, pick, group, pending in waiting:
+            mine = results[pos : pos + len(pending)]
+            pos += len(pending)
+            pick.matches.extend(mine)
+            _advance(bracket, mine, pick, group, live)
+    return picks
+
+
+def _advance(bracket: Bracket, results, pick: Pick, group: Group, live: list) -> None:
+    try:
+        pending = bracket.send(results) if results is not None else next(bracket)
+        while not pending:  # a round with nothing to ask (e.g. all byes)
+            pending = bracket.send([])
+        live.append((bracket, pick, group, pending))
+    except StopIteration as stop:
+        pick.index = stop.value

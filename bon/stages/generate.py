@@ -1,0 +1,44 @@
+"""Stage 2: N candidates per prompt and generator, appended prompt by prompt (resumable)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from bon.content import Candidate, Prompt, append_jsonl, load_candidates
+from bon.errors import BonError
+from bon.plugins import Generator
+from bon.progress import bar
+from bon.runfolder import RunFolder
+from bon.seeds import derive_seed
+
+
+def candidate_seeds(seed: int, generator: str, prompt_id: str, n: int) -> list[int]:
+    return [derive_seed(seed, generator, prompt_id, k) for k in range(n)]
+
+
+def load_done(run: RunFolder, generator: str, n: int) -> dict[str, list[Candidate]]:
+    """Candidates of prompts that are complete; a prompt cut off midway is redone."""
+    by_prompt: dict[str, dict[int, Candidate]] = defaultdict(dict)
+    for c in load_candidates(run.candidates(generator)):
+        by_prompt[c.prompt_id][c.index] = c  # a later record of the same key wins
+    return {
+        pid: [cands[k] for k in range(n)]
+        for pid, cands in by_prompt.items()
+        if all(k in cands for k in range(n))
+    }
+
+
+def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int, seed: int) -> dict[str, list[Candidate]]:
+    done = load_done(run, generator.name, n)
+    todo = [p for p in prompts if p.id not in done]
+    folder = run.candidates_dir(generator.name)
+    with bar(f"generate {generator.name}", len(prompts)) as progress:
+        progress.advance(len(prompts) - len(todo))
+        for prompt in todo:
+            cands = generator.sample(prompt, candidate_seeds(seed, generator.name, prompt.id, n))
+            if len(cands) != n:
+                raise BonError(f"generator {generator.name}: {len(cands)} candidates for prompt {prompt.id}, expected {n}")
+            append_jsonl(run.candidates(generator.name), [c.to_json(folder, folder / "images") for c in cands])
+            progress.advance()
+    fresh = load_done(run, generator.name, n)
+    return {p.id: fresh[p.id] for p in prompts}

@@ -1,0 +1,59 @@
+"""Stage 5: a judge answers every pair of an MMRB2-layout benchmark in both orders.
+
+The output is an official-format judgment file (``{id: {"forward": [...], "reverse": [...]}}``,
+the reverse stored as the judge saw it). Calls go through the referee, so a rerun is free and the
+same judgments serve Best-of-N selection whenever the contents coincide.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analysis.mmrb2 import SCORER_TO_BON, Pair, find_task_file, load_pairs, scorer_task
+from bon.content import Content, Prompt
+from bon.errors import BonError
+from bon.progress import bar
+from bon.protocol import Comparison, Verdict
+from bon.referee import Referee
+
+CHUNK = 256  # comparisons per referee batch: progress and crash-safety granularity
+
+
+def pair_comparisons(pair: Pair, task: str, bench_dir: Path, samples: int) -> list[Comparison]:
+    """Forward comparisons then reverse ones (B shown first), ``samples`` of each."""
+    if pair.prompt_content is None:
+        raise BonError(f"pair {pair.id}: no prompt_content; judging needs the full release, not *_response_only.json")
+    where = f"pair {pair.id}"
+    prompt = Prompt(pair.id, task, Content.from_json(pair.prompt_content, bench_dir / "input_images", f"{where} prompt"), dict(pair.prompt_metadata))
+    a = Content.from_json(pair.response_a, bench_dir / "images", f"{where} response_a")
+    b = Content.from_json(pair.response_b, bench_dir / "images", f"{where} response_b")
+    return [Comparison(prompt, a, b, s) for s in range(samples)] + [Comparison(prompt, b, a, s) for s in range(samples)]
+
+
+def judgment_entry(verdict: Verdict, evaluator: str) -> dict[str, Any]:
+    if verdict.better is None:
+        return {"judgement": "", "evaluator": evaluator, "metadata": {"missing": verdict.missing}}
+    return {"judgement": verdict.better, "evaluator": evaluator, "metadata": {"score": verdict.score, **verdict.meta}}
+
+
+def judge_pairs(bench_dir: Path, task: str, referee: Referee, limit: int | None = None) -> dict[str, dict]:
+    """Judge every pair (or the first ``limit``) of one task; returns the official judgment mapping."""
+    task = scorer_task(task)
+    pairs = load_pairs(find_task_file(bench_dir, task))[:limit]
+    samples = referee.samples
+    out: dict[str, dict] = {}
+    with bar(f"mmrb2 {task} ({referee.judge.name})", len(pairs)) as progress:
+        per_chunk = max(1, CHUNK // (2 * samples))
+        for start in range(0, len(pairs), per_chunk):
+            chunk = pairs[start : start + per_chunk]
+            comps = [c for p in chunk for c in pair_comparisons(p, SCORER_TO_BON[task], bench_dir, samples)]
+            verdicts = referee.ask(comps)
+            for i, pair in enumerate(chunk):
+                mine = verdicts[i * 2 * samples : (i + 1) * 2 * samples]
+                out[pair.id] = {
+                    "forward": [judgment_entry(v, referee.judge.name) for v in mine[:samples]],
+                    "reverse": [judgment_entry(v, referee.judge.name) for v in mine[samples:]],
+                }
+            progress.advance(len(chunk))
+    return out

@@ -1,0 +1,49 @@
+"""Stage 3: the downstream verifier scores every candidate once; any pick's score is then a lookup."""
+
+from __future__ import annotations
+
+from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
+from bon.plugins import Score, Verifier
+from bon.progress import bar
+from bon.runfolder import RunFolder
+
+ScoreKey = tuple[str, str, int]  # generator, prompt id, candidate index
+FLUSH_EVERY = 64
+
+
+def load_scores(run: RunFolder) -> dict[ScoreKey, dict]:
+    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(run.scores)}
+
+
+def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candidates: list[Candidate]) -> dict[ScoreKey, dict]:
+    scores = load_scores(run)
+    todo = [c for c in candidates if c.key not in scores]
+    pending: list[dict] = []
+    with bar(f"verify ({verifier.name})", len(candidates)) as progress:
+        progress.advance(len(candidates) - len(todo))
+        for cand in todo:
+            pending.append(_record(cand, _safe_score(verifier, prompts[cand.prompt_id], cand)))
+            progress.advance()
+            if len(pending) >= FLUSH_EVERY:
+                append_jsonl(run.scores, pending)
+                pending = []
+        append_jsonl(run.scores, pending)
+    return load_scores(run)
+
+
+def _safe_score(verifier: Verifier, prompt: Prompt, cand: Candidate) -> Score:
+    try:
+        return verifier.score(prompt, cand)
+    except Exception as exc:  # a grading failure is data, never a zero and never a crash
+        return Score(None, missing=f"{type(exc).__name__}: {exc}")
+
+
+def _record(cand: Candidate, score: Score) -> dict:
+    return {
+        "generator": cand.generator,
+        "prompt_id": cand.prompt_id,
+        "index": cand.index,
+        "score": score.value,
+        "missing": score.missing,
+        "details": score.details,
+    }

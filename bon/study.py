@@ -1,0 +1,183 @@
+"""A study = suite x generators x judges x strategy x verifier, run stage by stage in one run folder.
+
+Every stage skips work already on disk and every judge call goes through the judgment store, so an
+interrupted study resumes where it stopped, and adding a judge to a finished study costs only that
+judge's calls.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from analysis import mmrb2
+from bon import __version__, registry
+from bon.config import StudyConfig
+from bon.content import Candidate, Prompt
+from bon.errors import BonError
+from bon.progress import note
+from bon.referee import Referee
+from bon.runfolder import RunFolder, write_json, write_text
+from bon.stages.analyse import results_table
+from bon.stages.generate import generate
+from bon.stages.judge_bench import judge_pairs
+from bon.stages.preference import build_preference_set
+from bon.stages.prompts import prepare_prompts, split
+from bon.stages.select import select
+from bon.stages.verify import verify
+from bon.store import JudgmentStore
+
+# What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
+FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
+PACKAGES = ("numpy", "scipy", "pandas", "pillow", "matplotlib", "rapidocr", "onnxruntime", "choix", "torch", "diffusers", "transformers")
+
+
+@dataclass
+class StudyOutcome:
+    run: RunFolder
+    results: pd.DataFrame
+    correlations: pd.DataFrame
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def versions() -> dict[str, str]:
+    found = {"bon": __version__, "python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def record_config(run: RunFolder, cfg: StudyConfig) -> None:
+    """Write the resolved config with provenance; refuse a folder that holds a different study."""
+    wanted = cfg.as_dict()
+    if run.config.exists():
+        previous = yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}
+        old = previous.get("study", {})
+        changed = [k for k in FROZEN_KEYS if k in old and old[k] != wanted[k]]
+        if changed:
+            raise BonError(
+                f"{run.config}: this run folder holds a study with other {', '.join(changed)}; "
+                "use a new output folder (or the same settings to resume)"
+            )
+    provenance = {"study": wanted, "versions": versions(), "platform": platform.platform(), "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    write_text(run.config, yaml.safe_dump(provenance, sort_keys=False))
+
+
+def run_study(cfg: StudyConfig) -> StudyOutcome:
+    run = RunFolder(cfg.out)
+    record_config(run, cfg)
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[stage] = round(now - clock, 2)
+        clock = now
+
+    generators = [spec.create("generator") for spec in cfg.generators]
+    judges = [spec.create("judge") for spec in cfg.judges]
+    verifier = cfg.verifier.create("verifier")
+    strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
+
+    prompts = prepare_prompts(run, cfg)
+    bon_prompts, pref_prompts = split(prompts)
+    note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
+    lap("prompts")
+
+    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed) for g in generators}
+    lap("generate")
+
+    prompt_map = {p.id: p for p in prompts}
+    everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
+    scores = verify(run, verifier, prompt_map, everything)
+    lap("verify")
+
+    pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
+    pair_counts = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, scores, cfg.preference, cfg.seed)
+    note(f"[bold]preference set[/]: {', '.join(f'{t} {k} pairs' for t, k in pair_counts.items())}")
+    lap("preference_set")
+
+    store = JudgmentStore(run.store)
+    accuracies: dict[str, dict[str, float]] = {}
+    judge_stats: dict[str, Any] = {}
+    picks: list[dict[str, Any]] = []
+    try:
+        for judge in judges:
+            referee = Referee(judge, store, samples=cfg.samples, max_calls=cfg.max_calls, seed=cfg.seed)
+            accuracies[judge.name], bench = judge_preference_set(run, referee, list(pair_counts))
+            after_bench = referee.stats.as_dict()
+            picks += select(referee, strategy, bon_prompts, candidates, cfg.seed)
+            judge_stats[judge.name] = {**referee.stats.as_dict(), "mmrb2": {**after_bench, "tasks": bench}}
+    finally:
+        store.close()
+    lap("judge_and_select")
+
+    write_text(run.picks, "".join(_json_line(p) for p in picks))
+    results = results_table(picks, scores, accuracies, cfg.n)
+    outcome = analyse(run, cfg, results, timings, judge_stats, pair_counts)
+    return outcome
+
+
+def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
+    """The judge's official-semantics accuracy on each task of the mini preference set."""
+    accuracy: dict[str, float] = {}
+    detail: dict[str, Any] = {}
+    for task in tasks:
+        judgments = judge_pairs(run.mmrb2, task, referee)
+        task_file = mmrb2.TASK_FILES[mmrb2.scorer_task(task)]
+        mmrb2.write_judgments(run.judgment_file(referee.judge.name, task_file), judgments)
+        pairs = mmrb2.load_pairs(run.mmrb2 / task_file)
+        result = mmrb2.accuracy(pairs, judgments)
+        accuracy[task] = result["accuracy"]
+        detail[task] = {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
+    return accuracy, detail
+
+
+def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict) -> StudyOutcome:
+    from analysis.correlation import correlation_table
+    from analysis.plots import correlation_figure
+    from analysis.report import write_report
+
+    correlations = correlation_table(results)
+    results.to_csv(run.results, index=False, float_format="%.6g")
+    correlations.to_csv(run.correlations, index=False, float_format="%.6g")
+    correlation_figure(results, correlations, run.figure)
+    stats = {
+        "judges": judge_stats,
+        "strategy": cfg.strategy.name,
+        "n": cfg.n,
+        "seed": cfg.seed,
+        "preference_pairs": pair_counts,
+        "timings_s": timings,
+        "versions": versions(),
+    }
+    write_json(run.stats, stats)
+    context = {
+        "seed": cfg.seed,
+        "n": cfg.n,
+        "strategy": cfg.strategy.name,
+        "generators": [g.label for g in cfg.generators],
+        "judges": [j.label for j in cfg.judges],
+        "verifier": cfg.verifier.label,
+        "preference_pairs": pair_counts,
+        "timings_s": timings,
+        "versions": stats["versions"],
+        "stats": judge_stats,
+    }
+    write_report(run.root, results, correlations, context)
+    return StudyOutcome(run, results, correlations, stats)
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record) + "\n"

@@ -1,0 +1,33 @@
+"""Prompt suites by name: the offline synthetic world, or a JSONL file of the user's own prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bon import registry
+from bon.content import Prompt, load_prompts
+from bon.errors import BonError
+
+PLUGINS = {
+    "synthetic": "generators.synthetic.suites:build_suite",
+    "jsonl": "bon.suites:jsonl_suite",
+}
+
+def jsonl_suite(path: str, **_: Any) -> list[Prompt]:
+    p = Path(path)
+    if not p.exists():
+        raise BonError(f"{p}: suite file not found")
+    return load_prompts(p)
+
+
+def build(spec: dict[str, Any], tasks: list[str], seed: int) -> list[Prompt]:
+    """Build the suite a config describes, keeping only the study's tasks."""
+    options = dict(spec)
+    name = options.pop("name", "jsonl" if "path" in options else "synthetic")
+    factory = registry.resolve("suite", name)
+    if name == "synthetic":
+        options.setdefault("seed", seed)
+        options.setdefault("tasks", tasks)
+    prompts = factory(**options)
+    return [p for p in prompts if p.task in tasks]

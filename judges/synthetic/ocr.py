@@ -1,0 +1,186 @@
+"""An OCR judge: reads the text rendered in each response image and compares it with the text the
+prompt quotes (``a sign that says "CAT"``).
+
+Reading uses the pretrained recognition model that ships inside the ``rapidocr`` package (PP-OCR,
+ONNX, CPU). Full detection misreads text on 128 px images, so the judge finds the ink itself
+(dark, unsaturated pixels, preferring the white banner at the bottom when there is one), crops it
+with a margin and runs recognition only. Each distinct image (by pixel digest) is read once per
+process; :data:`STATS` keeps the count and the time spent.
+
+A response's score is, for each quoted string, the best similarity (one minus the normalised edit
+distance, case- and punctuation-insensitive) over the response's images, averaged over the quoted
+strings. A prompt without quoted text, or a response without images, gives no signal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bon.content import Content, ImageItem, Prompt
+from bon.errors import BonError
+
+from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, quoted_texts
+
+
+@dataclass
+class OcrStats:
+    images: int = 0  # images actually read (cache misses)
+    seconds: float = 0.0  # time spent reading them, engine load excluded
+    load_seconds: float = 0.0
+
+    @property
+    def ms_per_image(self) -> float:
+        return 1000.0 * self.seconds / self.images if self.images else 0.0
+
+
+STATS = OcrStats()
+_ENGINE: Any = None
+_ENGINE_ERROR: str | None = None
+_ENGINE_LOCK = threading.Lock()
+_READ_CACHE = LruCache(size=100_000)  # digest -> (text, confidence); strings are small
+
+
+def engine() -> Any:
+    """The process-wide RapidOCR engine, created on first use; raises BonError when unavailable."""
+    global _ENGINE, _ENGINE_ERROR
+    with _ENGINE_LOCK:
+        if _ENGINE is None and _ENGINE_ERROR is None:
+            t0 = time.perf_counter()
+            try:
+                os.environ.setdefault("ORT_LOGGING_LEVEL", "3")
+                import onnxruntime
+
+                onnxruntime.set_default_logger_severity(3)
+                logging.getLogger("RapidOCR").setLevel(logging.ERROR)
+                from rapidocr import RapidOCR
+
+                _ENGINE = RapidOCR(params={"Global.log_level": "error"})
+            except ImportError as exc:
+                _ENGINE_ERROR = f"rapidocr is not installed ({exc}); pip install rapidocr onnxruntime"
+            except Exception as exc:  # a broken install or missing model file
+                _ENGINE_ERROR = f"rapidocr could not start: {type(exc).__name__}: {exc}"
+            STATS.load_seconds += time.perf_counter() - t0
+        if _ENGINE_ERROR is not None:
+            raise BonError(_ENGINE_ERROR)
+        return _ENGINE
+
+
+def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
+    """The text region: dark unsaturated pixels, inside the white banner when one is found.
+
+    Returns a crop on a white background (stray non-ink pixels blanked), or None when no ink.
+    """
+    arr = rgb.astype(np.int16)
+    hi, lo = arr.max(axis=2), arr.min(axis=2)
+    ink = (hi < 140) & (hi - lo < 45)
+    h, w = ink.shape
+    # rows that are mostly near-white form the banner (text rows stay mostly white too)
+    banner = _longest_run((lo > 245).mean(axis=1) > 0.45, gap=3)
+    if banner is not None and banner[1] - banner[0] >= 8 and ink[banner[0] : banner[1]].sum() >= 4:
+        keep = np.zeros(h, dtype=bool)
+        keep[banner[0] : banner[1]] = True
+        ink &= keep[:, None]
+    rows = ink.sum(axis=1) >= 2
+    run = _longest_run(rows, gap=3)
+    if run is None:
+        return None
+    y0, y1 = run
+    cols = np.nonzero(ink[y0:y1].any(axis=0))[0]
+    if cols.size == 0:
+        return None
+    x0, x1 = int(cols[0]), int(cols[-1]) + 1
+    y0, y1 = max(y0 - pad, 0), min(y1 + pad, h)
+    x0, x1 = max(x0 - pad, 0), min(x1 + pad, w)
+    crop = np.where(ink[y0:y1, x0:x1, None] | _soft_ink(arr[y0:y1, x0:x1]), rgb[y0:y1, x0:x1], 255)
+    return crop.astype(np.uint8)
+
+
+def _soft_ink(arr: np.ndarray) -> np.ndarray:
+    """Anti-aliased glyph edges (grey, unsaturated) are kept too, so letters keep their shape."""
+    hi, lo = arr.max(axis=2), arr.min(axis=2)
+    return ((hi < 200) & (hi - lo < 45))[..., None]
+
+
+def _longest_run(mask: np.ndarray, gap: int) -> tuple[int, int] | None:
+    """``(start, stop)`` of the longest run of True, bridging gaps of up to ``gap`` False entries."""
+    idx = np.nonzero(mask)[0]
+    if idx.size == 0:
+        return None
+    best = cur = (int(idx[0]), int(idx[0]) + 1)
+    for i in idx[1:]:
+        i = int(i)
+        if i - cur[1] <= gap:
+            cur = (cur[0], i + 1)
+        else:
+            cur = (i, i + 1)
+        if cur[1] - cur[0] > best[1] - best[0]:
+            best = cur
+    return best
+
+
+def read_image(item: ImageItem) -> tuple[str, float]:
+    """OCR text and confidence of one image, read once per process (cached by pixel digest)."""
+    return _READ_CACHE.get(item.digest, lambda: _read(image_array(item)))
+
+
+def _read(rgb: np.ndarray) -> tuple[str, float]:
+    eng = engine()
+    crop = ink_crop(rgb)
+    t0 = time.perf_counter()
+    if crop is None:
+        text, conf = "", 0.0
+    else:
+        out = eng(crop, use_det=False, use_cls=False, use_rec=True)
+        txts = tuple(out.txts or ())
+        scores = tuple(out.scores or ())
+        text = " ".join(t for t in txts if t)
+        conf = float(np.mean(scores)) if scores else 0.0
+    STATS.images += 1
+    STATS.seconds += time.perf_counter() - t0
+    return text, conf
+
+
+def normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^0-9A-Z]+", " ", text.upper()).split())
+
+
+def similarity(a: str, b: str) -> float:
+    """1 - Levenshtein(a, b) / max(len); 1.0 for two empty strings."""
+    a, b = normalise(a), normalise(b)
+    if not a and not b:
+        return 1.0
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return 1.0 - prev[-1] / max(len(a), len(b))
+
+
+class OcrJudge(ScoringJudge):
+    """Options: none beyond ``name`` and ``seed`` (the OCR model is the one rapidocr ships)."""
+
+    algorithm = "ocr"
+    version = 1
+    margin_scale = 1.5  # one wrong letter in a 3-letter word is 0.33 apart: a clear preference
+
+    def options(self) -> dict[str, Any]:
+        return {"reader": "rapidocr-rec", "crop": "ink"}
+
+    def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
+        targets = quoted_texts(prompt.content.text)
+        images = response.images
+        if not targets or not images:
+            return None, {}
+        reads = [read_image(im)[0] for im in images]
+        best = [max(similarity(r, t) for r in reads) for t in targets]
+        return float(np.mean(best)), {"read": reads}

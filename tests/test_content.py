@@ -1,0 +1,63 @@
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from bon.content import Candidate, Content, ImageItem, Prompt, append_jsonl, load_candidates, load_prompts, read_jsonl
+from bon.errors import BonError
+
+
+def _image(colour) -> Image.Image:
+    return Image.new("RGB", (16, 16), colour)
+
+
+def test_content_round_trip_through_jsonl(tmp_path):
+    prompt = Prompt("e-1", "edit", Content.of(_image((255, 0, 0)), "make it blue"), {"category": "recolour"})
+    cand = Candidate("e-1", 3, "gen", 42, Content.of("step", _image((0, 0, 255)), "done"), {"seed": 42})
+    append_jsonl(tmp_path / "prompts.jsonl", [prompt.to_json(tmp_path, tmp_path / "inputs")])
+    append_jsonl(tmp_path / "c.jsonl", [cand.to_json(tmp_path, tmp_path / "images")])
+
+    raw = json.loads((tmp_path / "prompts.jsonl").read_text())
+    assert raw["content"][0][0] == "image" and not raw["content"][0][1].startswith("/")
+    assert raw["content"][1] == ["text", "make it blue"]
+
+    [p2] = load_prompts(tmp_path / "prompts.jsonl")
+    [c2] = load_candidates(tmp_path / "c.jsonl")
+    assert (p2.id, p2.task, p2.metadata) == ("e-1", "edit", {"category": "recolour"})
+    assert p2.content.digest == prompt.content.digest
+    assert c2.key == ("gen", "e-1", 3) and c2.seed == 42 and c2.provenance == {"seed": 42}
+    assert c2.content.digest == cand.content.digest
+    assert [type(i).__name__ for i in c2.content] == ["TextItem", "ImageItem", "TextItem"]
+    assert np.array_equal(np.asarray(c2.content.images[0].load()), np.asarray(_image((0, 0, 255))))
+
+
+def test_digest_depends_on_pixels_not_file_name(tmp_path):
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    _image((1, 2, 3)).save(a)
+    _image((1, 2, 3)).save(b)
+    assert ImageItem(a).digest == ImageItem(b).digest
+    _image((1, 2, 4)).save(b)
+    assert ImageItem(a).digest != ImageItem(path=b).digest
+    assert Content.of("x").digest != Content.of("y").digest
+
+
+def test_bad_content_is_a_one_line_error(tmp_path):
+    with pytest.raises(BonError, match="escapes its folder"):
+        Content.from_json([["image", "../secret.png"]], tmp_path)
+    with pytest.raises(BonError, match="unknown content kind 'video'"):
+        Content.from_json([["video", "x.mp4"]], tmp_path)
+    with pytest.raises(BonError, match="missing.png: image file not found"):
+        ImageItem(tmp_path / "missing.png").load()
+    with pytest.raises(BonError, match="unknown task 'video'"):
+        Prompt("p", "video", Content.of("x"))
+
+
+def test_torn_last_line_is_skipped_and_repaired(tmp_path):
+    path = tmp_path / "x.jsonl"
+    append_jsonl(path, [{"a": 1}])
+    with path.open("a") as fh:
+        fh.write('{"a": 2, "b"')  # a killed writer
+    assert [r for _, r in read_jsonl(path)] == [{"a": 1}]
+    append_jsonl(path, [{"a": 3}])
+    assert [r for _, r in read_jsonl(path)] == [{"a": 1}, {"a": 3}]
