@@ -10,27 +10,31 @@ from pathlib import Path
 from typing import Optional
 
 import click
-import typer
 from rich.console import Console
 from rich.table import Table
 
 from bon.errors import BonError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Best-of-N validation for Multimodal RewardBench 2 judges.")
-mmrb2_app = typer.Typer(no_args_is_help=True, help="The MMRB2 benchmark: score judgment files.")
-app.add_typer(mmrb2_app, name="mmrb2")
 out = Console()
 
 
+@click.group(help="Best-of-N validation for Multimodal RewardBench 2 judges.")
+def app() -> None:
+    pass
+
+
+@app.group("mmrb2")
+def mmrb2_app() -> None:
+    """The MMRB2 benchmark: score judgment files."""
+
+
 @app.command()
-def demo(
-    out_dir: Path = typer.Option(Path("bon-demo"), "--out", help="Run folder (resumable)."),
-    prompts: int = typer.Option(40, "--prompts", min=1, help="Prompts per task (Best-of-N and preference set each)."),
-    n: int = typer.Option(8, "--n", min=1, help="Candidates per prompt."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the whole synthetic world."),
-    strategy: str = typer.Option("knockout", "--strategy", help="Selection strategy."),
-) -> None:
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bon-demo"), show_default=True, help="Run folder (resumable).")
+@click.option("--prompts", type=click.IntRange(min=1), default=40, show_default=True, help="Prompts per task (Best-of-N and preference set each).")
+@click.option("--n", type=click.IntRange(min=1), default=8, show_default=True, help="Candidates per prompt.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the whole synthetic world.")
+@click.option("--strategy", default="knockout", show_default=True, help="Selection strategy.")
+def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str) -> None:
     """Run the offline synthetic study end to end (CPU, no network) and summarise it."""
     from bon.demo import demo_config
 
@@ -38,12 +42,11 @@ def demo(
 
 
 @app.command()
-def run(
-    config: Path = typer.Argument(..., help="Study config (YAML), e.g. configs/demo.yaml."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Override the config's run folder."),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="Override the selection strategy."),
-    max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Stop a judge after this many new calls."),
-) -> None:
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Override the config's run folder.")
+@click.option("--strategy", default=None, help="Override the selection strategy.")
+@click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop a judge after this many new calls.")
+def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], max_calls: Optional[int]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
@@ -83,15 +86,17 @@ def _fmt(v: float) -> str:
 
 
 @mmrb2_app.command("accuracy")
-def mmrb2_accuracy(
-    bench_dir: Path = typer.Option(..., "--bench-dir", help="Folder with t2i.json ... (or *_response_only.json)."),
-    task: str = typer.Option(..., "--task", help="image, edit, interleaved, reasoning or all."),
-    predictions: list[Path] = typer.Option(..., "--predictions", help="Judgment file(s); one per task for --task all, in official order."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON."),
-) -> None:
+@click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Folder with t2i.json ... (or *_response_only.json).")
+@click.option("--task", required=True, help="image, edit, interleaved, reasoning or all.")
+@click.option("--predictions", type=click.Path(path_type=Path), required=True, multiple=True,
+              help="Judgment file(s): one per task, in official order for --task all. Repeat the option or list them.")
+@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Also write the numbers as JSON.")
+def mmrb2_accuracy(bench_dir: Path, task: str, predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], json_out: Optional[Path]) -> None:
     """Score official-format judgment files with the official scorer's semantics."""
     from analysis import mmrb2
 
+    predictions = list(predictions) + list(more_predictions)
     tasks = list(mmrb2.TASK_FILES) if task == "all" else [mmrb2.scorer_task(task)]
     if len(predictions) != len(tasks):
         raise BonError(f"--task {task} needs {len(tasks)} prediction file(s) ({', '.join(tasks)}), got {len(predictions)}")
@@ -119,9 +124,8 @@ def plugins() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="bon", standalone_mode=False)
+        app.main(args=argv, prog_name="bon", standalone_mode=False)
     except BonError as exc:
         print(f"bon: error: {exc}", file=sys.stderr)
         return 2
