@@ -97,3 +97,25 @@ def test_budget_stops_cleanly_and_keeps_work(tmp_path, order_judge, number_promp
     with pytest.raises(BudgetExhausted):
         run_selection(Knockout(), referee, [(number_prompt, _cands(range(8)))])
     assert JudgmentStore(path).count() == 8  # the first round (8 calls) is kept; round two would exceed 10
+
+
+@pytest.mark.parametrize("aggregate", ["copeland", "borda", "bradley-terry"])
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_round_robin_picks_true_best_with_all_pairs(tmp_path, order_judge, number_prompt, aggregate, n):
+    from bon.selection.round_robin import RoundRobin
+
+    values = [(k * 37) % 11 for k in range(n)]
+    referee = Referee(order_judge, JudgmentStore(tmp_path / "j.sqlite"))
+    [pick] = run_selection(RoundRobin(aggregate), referee, [(number_prompt, _cands(values))])
+    assert pick.index == values.index(max(values))
+    assert pick.calls == referee.stats.calls_made == n * (n - 1)
+
+
+def test_round_robin_after_knockout_pays_only_the_new_pairs(tmp_path, order_judge, number_prompt):
+    from bon.selection.round_robin import RoundRobin
+
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    run_selection(Knockout(), Referee(order_judge, store), [(number_prompt, _cands(range(8)))])
+    rr = Referee(order_judge, store)
+    run_selection(RoundRobin(), rr, [(number_prompt, _cands(range(8)))])
+    assert rr.stats.calls_made == 8 * 7 - 2 * 7 and rr.stats.calls_cached == 2 * 7

@@ -9,6 +9,7 @@ from bon.selection.base import Pick, Strategy, run_selection
 
 PLUGINS = {
     "knockout": "bon.selection.knockout:Knockout",
+    "round-robin": "bon.selection.round_robin:RoundRobin",
 }
 
 __all__ = ["PLUGINS", "Pick", "Strategy", "run_selection"]
