@@ -143,6 +143,12 @@ def _place_labels(ax: Any, labels: list[tuple[float, float, str, str]], renderer
     anchors = ax.transData.transform([(x, y) for x, y, _, _ in labels])
     r = 4.5 * to_pt  # marker half-size in pixels
     obstacles = [Bbox.from_extents(px - r, py - r, px + r, py + r) for px, py in anchors]
+    legend = ax.get_legend()
+    if legend is not None:  # pin the legend where it is, so the labels placed around it don't move it
+        box = legend.get_window_extent(renderer)
+        corner = tuple(ax.transAxes.inverted().transform((box.x0, box.y0)))
+        legend.set_loc(corner) if hasattr(legend, "set_loc") else setattr(legend, "_loc", corner)
+        obstacles.append(box)
     order = sorted(range(len(labels)), key=lambda i: (-anchors[i][1], anchors[i][0]))
     for i in order:
         x, y, name, colour = labels[i]
@@ -164,6 +170,7 @@ def _place_labels(ax: Any, labels: list[tuple[float, float, str, str]], renderer
         far = (dx, dy) not in _NEAR
         ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=7,
                     color=colour, zorder=4, annotation_clip=False,
+                    bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.7),
                     arrowprops=dict(arrowstyle="-", lw=0.4, color=colour, alpha=0.6, shrinkA=0, shrinkB=3) if far else None)
         obstacles.append(box)
 

@@ -114,6 +114,54 @@ def mmrb2_accuracy(bench_dir: Path, task: str, predictions: tuple[Path, ...], mo
         write_json(json_out, {"tasks": {t: result[t] for t in tasks}, "overall": result["overall"]})
 
 
+@mmrb2_app.command("judge")
+@click.option("--judge", "judge_spec", required=True, help="Registered judge, e.g. scene-full or transformers-vlm:MODEL.")
+@click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
+@click.option("--task", required=True, help="image (or t2i), edit, interleaved or reasoning.")
+@click.option("--out", "out_file", type=click.Path(path_type=Path), required=True, help="Official-format judgment file (resumed if present).")
+@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per direction.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first M pairs.")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=None,
+              help="Judgment store (default: judgments.sqlite beside --out).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge option (YAML value), repeatable.")
+def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, samples: int, limit: Optional[int],
+                store_path: Optional[Path], options: tuple[str, ...]) -> None:
+    """Ask a judge every pair in both orders; write an official judgment file as it goes (resumable)."""
+    from analysis import mmrb2
+    from bon import registry
+    from bon.referee import Referee
+    from bon.stages.judge_bench import judge_pairs
+    from bon.store import JudgmentStore
+
+    task = mmrb2.scorer_task(task)
+    mmrb2.find_task_file(bench_dir, task)  # fail before loading any model
+    judge = registry.create("judge", judge_spec, **_parse_options(options))
+    done = mmrb2.load_judgments(out_file) if out_file.exists() else {}
+    store = JudgmentStore(store_path or out_file.parent / "judgments.sqlite")
+    try:
+        referee = Referee(judge, store, samples=samples)
+        save = lambda data: mmrb2.write_judgments(out_file, data)  # noqa: E731
+        result = judge_pairs(bench_dir, task, referee, limit=limit, done=done, save=save)
+        save(result)
+    finally:
+        store.close()
+    s = referee.stats
+    out.print(f"{len(result)} pairs judged by {judge.name} -> {out_file}  "
+              f"(calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing})")
+
+
+def _parse_options(options: tuple[str, ...]) -> dict:
+    import yaml
+
+    parsed = {}
+    for opt in options:
+        key, sep, value = opt.partition("=")
+        if not sep or not key:
+            raise BonError(f"--option {opt!r}: expected KEY=VALUE")
+        parsed[key] = yaml.safe_load(value)
+    return parsed
+
+
 @app.command("plugins")
 def plugins() -> None:
     """List the registered generators, judges, verifiers, strategies and suites."""

@@ -6,6 +6,7 @@ from bon.referee import BudgetExhausted, Referee
 from bon.selection import run_selection
 from bon.selection.knockout import Knockout
 from bon.store import JudgmentStore
+from conftest import OrderJudge
 
 
 def _cands(values, gen="g", prompt_id="p0"):
@@ -44,8 +45,6 @@ def test_rerun_is_served_from_store(tmp_path, order_judge, number_prompt):
 
 
 def test_store_keys_by_order_and_identity(tmp_path, number_prompt):
-    from tests.conftest import OrderJudge
-
     store = JudgmentStore(tmp_path / "j.sqlite")
     r1 = Referee(OrderJudge("v1"), store)
     x, y = Content.of("1"), Content.of("2")
@@ -81,8 +80,6 @@ def test_tie_rule_votes_then_score_then_coin():
 
 
 def test_unparseable_answers_are_missing_not_votes(tmp_path, number_prompt):
-    from tests.conftest import OrderJudge
-
     referee = Referee(OrderJudge(fail_on="9"), JudgmentStore(tmp_path / "j.sqlite"))
     [pick] = run_selection(Knockout(), referee, [(number_prompt, _cands([1, 9, 3, 4]))])
     first = pick.matches[0]

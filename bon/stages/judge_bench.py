@@ -8,7 +8,7 @@ same judgments serve Best-of-N selection whenever the contents coincide.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from analysis.mmrb2 import SCORER_TO_BON, Pair, find_task_file, load_pairs, scorer_task
 from bon.content import Content, Prompt
@@ -37,16 +37,34 @@ def judgment_entry(verdict: Verdict, evaluator: str) -> dict[str, Any]:
     return {"judgement": verdict.better, "evaluator": evaluator, "metadata": {"score": verdict.score, **verdict.meta}}
 
 
-def judge_pairs(bench_dir: Path, task: str, referee: Referee, limit: int | None = None) -> dict[str, dict]:
-    """Judge every pair (or the first ``limit``) of one task; returns the official judgment mapping."""
+def is_complete(entry: Any, samples: int) -> bool:
+    """A pair already judged: ``samples`` answers (or recorded failures) in each direction."""
+    return isinstance(entry, dict) and all(len(entry.get(d) or []) >= samples for d in ("forward", "reverse"))
+
+
+def judge_pairs(
+    bench_dir: Path,
+    task: str,
+    referee: Referee,
+    limit: int | None = None,
+    done: dict[str, dict] | None = None,
+    save: Callable[[dict[str, dict]], None] | None = None,
+) -> dict[str, dict]:
+    """Judge every pair (or the first ``limit``) of one task; returns the official judgment mapping.
+
+    Pairs complete in ``done`` (an earlier, interrupted run's file) are kept as they are; ``save`` is
+    called with everything so far after each batch, so a killed run loses at most one batch.
+    """
     task = scorer_task(task)
     pairs = load_pairs(find_task_file(bench_dir, task))[:limit]
     samples = referee.samples
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = {p.id: done[p.id] for p in pairs if done and is_complete(done.get(p.id), samples)}
+    todo = [p for p in pairs if p.id not in out]
     with bar(f"mmrb2 {task} ({referee.judge.name})", len(pairs)) as progress:
+        progress.advance(len(out))
         per_chunk = max(1, CHUNK // (2 * samples))
-        for start in range(0, len(pairs), per_chunk):
-            chunk = pairs[start : start + per_chunk]
+        for start in range(0, len(todo), per_chunk):
+            chunk = todo[start : start + per_chunk]
             comps = [c for p in chunk for c in pair_comparisons(p, SCORER_TO_BON[task], bench_dir, samples)]
             verdicts = referee.ask(comps)
             for i, pair in enumerate(chunk):
@@ -56,4 +74,10 @@ def judge_pairs(bench_dir: Path, task: str, referee: Referee, limit: int | None 
                     "reverse": [judgment_entry(v, referee.judge.name) for v in mine[samples:]],
                 }
             progress.advance(len(chunk))
-    return out
+            if save is not None:
+                save(_in_order(out, pairs))
+    return _in_order(out, pairs)
+
+
+def _in_order(judged: dict[str, dict], pairs: list[Pair]) -> dict[str, dict]:
+    return {p.id: judged[p.id] for p in pairs if p.id in judged}

@@ -20,6 +20,7 @@ import numpy as np
 from analysis.mmrb2 import BON_TO_SCORER, TASK_FILES
 from bon.config import PreferenceConfig
 from bon.content import Candidate, Content, ImageItem, Prompt, save_png, slug
+from bon.errors import BonError
 from bon.runfolder import write_json
 from bon.seeds import derive_seed
 from bon.stages.verify import ScoreKey
@@ -128,6 +129,8 @@ def _place_image(item: ImageItem, target: Path) -> None:
     if item.path is None:
         save_png(item.load(), target)
         return
+    if not item.path.exists():
+        raise BonError(f"{item.path}: image file not found")
     try:
         os.link(item.path, target)
     except OSError:

@@ -1,0 +1,96 @@
+"""The demo study end to end at a small size: files, call counts, resume, and bad input."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from bon.cli import main
+
+SMALL = ["--prompts", "3", "--n", "4"]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--out", str(out), *SMALL, "--seed", "1"]) == 0
+    return out
+
+
+def test_outputs_exist_and_have_the_promised_columns(demo_run):
+    for name in ("report.md", "correlation.png", "results.csv", "correlations.csv", "stats.json", "config.yaml"):
+        assert (demo_run / name).stat().st_size > 0, name
+    results = pd.read_csv(demo_run / "results.csv")
+    for col in ("task", "generator", "judge", "mmrb2_accuracy", "bon_score", "random_score", "oracle_score", "judge_calls", "prompts", "n"):
+        assert col in results.columns
+    assert set(results.task) == {"t2i", "edit", "interleaved", "reasoning"}
+    assert results.judge.nunique() == 9 and results.generator.nunique() == 2
+    corr = pd.read_csv(demo_run / "correlations.csv")
+    assert {"task", "generator", "n_judges", "pearson_r", "spearman_rho"} <= set(corr.columns)
+    assert len(corr) == 8
+
+
+def test_knockout_costs_two_calls_per_match(demo_run):
+    results = pd.read_csv(demo_run / "results.csv")
+    n = 4
+    assert (results.judge_calls == results.prompts * 2 * (n - 1)).all()
+
+
+def test_oracle_bounds_every_judge_and_random_sits_near_random_pick(demo_run):
+    results = pd.read_csv(demo_run / "results.csv").dropna(subset=["bon_score"])
+    assert (results.bon_score <= results.oracle_score + 1e-9).all()
+    assert (results.random_score <= results.oracle_score + 1e-9).all()
+
+
+def test_mmrb2_folder_is_in_the_official_layout(demo_run):
+    from analysis.mmrb2 import load_judgments, load_pairs
+
+    bench = demo_run / "mmrb2"
+    files = sorted(p.name for p in bench.glob("*.json"))
+    assert files == ["edit.json", "interleaved.json", "reasoning.json", "t2i.json"]
+    pairs = load_pairs(bench / "edit.json")
+    assert pairs and all(p.chosen in "AB" for p in pairs)
+    raw = json.loads((bench / "edit.json").read_text())["pairs"][0]
+    assert {"id", "prompt_source", "prompt_content", "prompt_metadata", "response_a", "response_b", "chosen", "human_annotations"} <= set(raw)
+    assert (bench / "input_images" / raw["prompt_content"][0][1]).exists()
+    assert (bench / "images" / raw["response_a"]["response_content"][0][1]).exists()
+    judgments = load_judgments(bench / "judgments" / "random" / "edit.json")
+    assert set(judgments) == {p.id for p in pairs}
+    assert all(len(j["forward"]) == 1 and len(j["reverse"]) == 1 for j in judgments.values())
+
+
+def test_rerun_makes_no_new_calls(demo_run, capsys):
+    before = json.loads((demo_run / "stats.json").read_text())
+    assert all(s["calls_made"] > 0 for s in before["judges"].values())
+    assert main(["demo", "--out", str(demo_run), *SMALL, "--seed", "1"]) == 0
+    after = json.loads((demo_run / "stats.json").read_text())
+    for name, s in after["judges"].items():
+        assert s["calls_made"] == 0, name
+        assert s["calls_cached"] == before["judges"][name]["calls_made"] + before["judges"][name]["calls_cached"]
+    assert pd.read_csv(demo_run / "results.csv").equals(pd.read_csv(demo_run / "results.csv"))
+
+
+def test_other_seed_gives_other_numbers(demo_run, tmp_path):
+    assert main(["demo", "--out", str(tmp_path), *SMALL, "--seed", "2"]) == 0
+    a = pd.read_csv(demo_run / "results.csv")
+    b = pd.read_csv(tmp_path / "results.csv")
+    assert not a[["bon_score", "mmrb2_accuracy"]].equals(b[["bon_score", "mmrb2_accuracy"]])
+
+
+def test_changed_settings_refuse_the_folder(demo_run, capsys):
+    assert main(["demo", "--out", str(demo_run), "--prompts", "3", "--n", "5", "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a study with other n" in err and "Traceback" not in err
+
+
+def test_missing_image_is_a_one_line_error(demo_run, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(demo_run, copy)
+    victim = sorted((copy / "candidates" / "weak" / "images").glob("*.png"))[0]
+    victim.unlink()
+    assert main(["demo", "--out", str(copy), *SMALL, "--seed", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert victim.name in err and "image file not found" in err and "\n" not in err
