@@ -1,0 +1,77 @@
+"""`bon mmrb2 judge`: both orders, official format, resumable after a crash, failures as missing."""
+
+import json
+
+import pytest
+from PIL import Image
+
+from bon.cli import main
+from bon.stages import judge_bench
+from judges.synthetic.biased import RandomJudge
+
+
+def _bench(tmp_path, n_pairs=10):
+    bench = tmp_path / "bench"
+    (bench / "images").mkdir(parents=True)
+    (bench / "input_images").mkdir()
+    pairs = []
+    for i in range(n_pairs):
+        for side, colour in (("a", (200, 30, 30)), ("b", (30, 30, 200 - i))):
+            Image.new("RGB", (32, 32), colour).save(bench / "images" / f"{i}_{side}.png")
+        pairs.append({
+            "id": f"pair{i}", "prompt_source": "handmade", "prompt_content": [["text", f"a red square number {i}"]],
+            "prompt_metadata": {"category": "colour"},
+            "response_a": {"model_name": "m1", "response_content": [["image", f"{i}_a.png"]]},
+            "response_b": {"model_name": "m2", "response_content": [["image", f"{i}_b.png"]]},
+            "chosen": "A", "human_annotations": [6, 5, 6],
+        })
+    (bench / "t2i.json").write_text(json.dumps({"pairs": pairs}))
+    return bench
+
+
+def test_judge_writes_official_file_and_rerun_is_free(tmp_path, capsys):
+    bench = _bench(tmp_path)
+    out = tmp_path / "out" / "random_t2i.json"
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "image", "--out", str(out), "--samples", "2"]) == 0
+    data = json.loads(out.read_text())
+    assert list(data) == [f"pair{i}" for i in range(10)]
+    assert all(len(e["forward"]) == 2 and len(e["reverse"]) == 2 for e in data.values())
+    assert {e["forward"][0]["judgement"] for e in data.values()} <= {"A", "B"}
+    assert "calls made 40" in capsys.readouterr().out
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "image", "--out", str(out), "--samples", "2"]) == 0
+    assert "calls made 0" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == data
+
+
+def test_killed_run_resumes_to_the_same_file(tmp_path, monkeypatch, capsys):
+    bench = _bench(tmp_path)
+    whole = tmp_path / "whole" / "j.json"
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(whole)]) == 0
+
+    monkeypatch.setattr(judge_bench, "CHUNK", 4)  # two pairs per batch
+    real = RandomJudge.judge
+    calls = {"n": 0}
+
+    def dies_midway(self, comps):
+        calls["n"] += len(comps)
+        if calls["n"] > 8:
+            raise KeyboardInterrupt  # the process is killed while judging the third batch
+        return real(self, comps)
+
+    monkeypatch.setattr(RandomJudge, "judge", dies_midway)
+    part = tmp_path / "part" / "j.json"
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(part)]) == 130
+    assert len(json.loads(part.read_text())) == 4  # two batches were saved, atomically
+    monkeypatch.setattr(RandomJudge, "judge", real)
+    capsys.readouterr()
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(part)]) == 0
+    assert "calls made 12" in capsys.readouterr().out  # only the 6 pairs not yet judged, both orders
+    assert part.read_text() == whole.read_text()
+
+
+def test_missing_image_in_bench_is_a_one_line_error(tmp_path, capsys):
+    bench = _bench(tmp_path, n_pairs=2)
+    (bench / "images" / "1_b.png").unlink()
+    rc = main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "1_b.png: image file not found" in err and "\n" not in err
