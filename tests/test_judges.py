@@ -109,6 +109,23 @@ def test_colour_hist_edit_follows_requested_change():
     assert edit_request("move the red circle to the left") == {}
 
 
+def test_colour_hist_follows_interleaved_steps():
+    judge = ColourHistogramJudge()
+    text = (
+        "Start with a red circle. Step 1: add a blue square. Step 2: change the colour of the red circle to green. "
+        "Show the scene after each step, one short sentence and one image per step."
+    )
+    prompt = Prompt("s1", "interleaved", Content.of(text))
+    sq = (80, 60, 110, 90)
+    good = Content.of("Added the square.", draw([circle(RED), ("square", BLUE, sq)]),
+                      "Now green.", draw([circle(GREEN), ("square", BLUE, sq)]))
+    bad = Content.of("Added the square.", draw([circle(RED), ("square", YELLOW, sq)]),
+                     "Now green.", draw([circle(RED), ("square", YELLOW, sq)]))
+    assert_prefers(judge, prompt, good, bad)
+    fwd, _ = ask(judge, prompt, good, bad)
+    assert len(fwd.meta["a"]["per_step"]) == 2
+
+
 def test_colour_hist_blind_to_text_only_and_colourless_prompts():
     judge = ColourHistogramJudge()
     prompt = Prompt("c3", "t2i", Content.of("a red circle"))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bon.content import Content, Prompt
+from bon.errors import BonError
 from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
 
 from judges.synthetic._scoring import ScoringJudge, image_array, seeded_uniform
@@ -45,7 +46,7 @@ class PositionBiasJudge(ScoringJudge):
     def __init__(self, name: str | None = None, seed: int = 0, bias: float = 0.8, **_: Any) -> None:
         super().__init__(name=name, seed=seed)
         if not 0.0 <= float(bias) <= 1.0:
-            raise ValueError(f"bias must lie in [0, 1], got {bias}")
+            raise BonError(f"{name or self.algorithm}: bias must lie in [0, 1], got {bias}")
         self.bias = float(bias)
 
     def options(self) -> dict[str, Any]:

@@ -15,14 +15,15 @@ strings. A prompt without quoted text, or a response without images, gives no si
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import ndimage
 
 from bon.content import Content, ImageItem, Prompt
 from bon.errors import BonError
@@ -33,7 +34,7 @@ from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, quote
 @dataclass
 class OcrStats:
     images: int = 0  # images actually read (cache misses)
-    seconds: float = 0.0  # time spent reading them, engine load excluded
+    seconds: float = 0.0  # time spent finding and reading the text, engine load excluded
     load_seconds: float = 0.0
 
     @property
@@ -55,7 +56,6 @@ def engine() -> Any:
         if _ENGINE is None and _ENGINE_ERROR is None:
             t0 = time.perf_counter()
             try:
-                os.environ.setdefault("ORT_LOGGING_LEVEL", "3")
                 import onnxruntime
 
                 onnxruntime.set_default_logger_severity(3)
@@ -76,11 +76,12 @@ def engine() -> Any:
 def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
     """The text region: dark unsaturated pixels, inside the white banner when one is found.
 
-    Returns a crop on a white background (stray non-ink pixels blanked), or None when no ink.
+    Returns the crop (original pixels, padded by ``pad``), or None when there is no ink.
     """
     arr = rgb.astype(np.int16)
-    hi, lo = arr.max(axis=2), arr.min(axis=2)
-    ink = (hi < 140) & (hi - lo < 45)
+    den = ndimage.median_filter(arr, size=(3, 3, 1), mode="nearest")  # speckle-proof masks
+    ink = _dark(arr) | _dark(den)
+    lo = den.min(axis=2)
     h, w = ink.shape
     # rows that are mostly near-white form the banner (text rows stay mostly white too)
     banner = _longest_run((lo > 245).mean(axis=1) > 0.45, gap=3)
@@ -99,14 +100,13 @@ def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
     x0, x1 = int(cols[0]), int(cols[-1]) + 1
     y0, y1 = max(y0 - pad, 0), min(y1 + pad, h)
     x0, x1 = max(x0 - pad, 0), min(x1 + pad, w)
-    crop = np.where(ink[y0:y1, x0:x1, None] | _soft_ink(arr[y0:y1, x0:x1]), rgb[y0:y1, x0:x1], 255)
-    return crop.astype(np.uint8)
+    return np.ascontiguousarray(rgb[y0:y1, x0:x1])
 
 
-def _soft_ink(arr: np.ndarray) -> np.ndarray:
-    """Anti-aliased glyph edges (grey, unsaturated) are kept too, so letters keep their shape."""
+def _dark(arr: np.ndarray) -> np.ndarray:
+    """Black-ish, unsaturated pixels (glyph ink; the palette colours are all saturated)."""
     hi, lo = arr.max(axis=2), arr.min(axis=2)
-    return ((hi < 200) & (hi - lo < 45))[..., None]
+    return (hi < 140) & (hi - lo < 45)
 
 
 def _longest_run(mask: np.ndarray, gap: int) -> tuple[int, int] | None:
@@ -133,8 +133,8 @@ def read_image(item: ImageItem) -> tuple[str, float]:
 
 def _read(rgb: np.ndarray) -> tuple[str, float]:
     eng = engine()
-    crop = ink_crop(rgb)
     t0 = time.perf_counter()
+    crop = ink_crop(rgb)
     if crop is None:
         text, conf = "", 0.0
     else:
@@ -149,19 +149,28 @@ def _read(rgb: np.ndarray) -> tuple[str, float]:
 
 
 def normalise(text: str) -> str:
-    return " ".join(re.sub(r"[^0-9A-Z]+", " ", text.upper()).split())
+    """Upper-case letters and digits only: accents folded, spaces and punctuation dropped (the
+    banner's fixed-width cells make a reader insert or drop spaces at random)."""
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return re.sub(r"[^0-9A-Z]+", "", folded.upper())
+
+
+# glyph pairs this font draws almost alike: a substitution between them costs a quarter
+CONFUSABLE = {frozenset("O0"), frozenset("I1")}
 
 
 def similarity(a: str, b: str) -> float:
-    """1 - Levenshtein(a, b) / max(len); 1.0 for two empty strings."""
+    """1 - edit distance / max length on normalised strings; 1.0 for two empty strings."""
     a, b = normalise(a), normalise(b)
     if not a and not b:
         return 1.0
-    prev = list(range(len(b) + 1))
+    prev = [float(j) for j in range(len(b) + 1)]
     for i, ca in enumerate(a, 1):
-        cur = [i]
+        cur = [float(i)]
         for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+            sub = 0.0 if ca == cb else (0.25 if frozenset((ca, cb)) in CONFUSABLE else 1.0)
+            cur.append(min(prev[j] + 1.0, cur[j - 1] + 1.0, prev[j - 1] + sub))
         prev = cur
     return 1.0 - prev[-1] / max(len(a), len(b))
 

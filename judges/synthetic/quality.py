@@ -3,90 +3,110 @@
 It never reads the prompt: it prefers whichever response's images look cleaner. Four defects are
 measured on each image and summed into a penalty in [0, 4] (0 = clean):
 
-* **noise**: sensor-like grain, estimated away from edges with Immerkaer's Laplacian-difference
-  operator (flat-colour renders score ~0; Gaussian noise of sigma s scores ~s grey levels);
-* **blur**: edge softness; at strong edges the steepest one-pixel step is compared with the local
-  contrast (a crisp step edge takes its whole contrast in one pixel, a blurred one spreads it);
-* **blockiness**: 8x8 block seams, i.e. small steps that line up on the 8-pixel grid more than
-  elsewhere (JPEG-like compression, pixelation);
-* **stray lines**: thin (one or two pixel) straight-ish marks that a 3x3 median erases, long enough
-  not to be grain; the white text banner at the bottom is ignored so glyph strokes don't count.
+* **noise**: grain, from the median absolute response of Immerkaer's Laplacian-difference operator
+  over pixels away from edges (flat-colour renders score ~0; Gaussian noise of sigma s scores ~s
+  grey levels; sparse strokes and specks barely move a median);
+* **blur**: edge softness; around contrasty edges, per channel, the steepest one-pixel step is
+  compared with the local contrast (a crisp step edge takes its whole contrast in one pixel);
+* **compression** (``block``): JPEG-like damage; flat-colour art has small steps only along
+  antialiased glyphs, compression spreads low-amplitude ringing and block-wise shade shifts, so the
+  density of small steps rises and more of them sit on the 8-pixel block seams than chance says;
+* **stray lines**: marks that a 3x3 or 5x5 median erases, in components at least 14 px long and
+  at most about three pixels wide; the white text banner is skipped so glyph strokes don't count.
 
 Text-only responses give no signal. A response with several images gets their mean penalty.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from typing import Any
 
 import numpy as np
 from scipy import ndimage
 
 from bon.content import Content, Prompt
+from bon.errors import BonError
 
 from judges.synthetic._scoring import LruCache, ScoringJudge, image_array
 
 LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float32)
 
 
-def noise_sigma(grey: np.ndarray, edges: np.ndarray) -> float:
-    """Immerkaer's fast noise estimate over pixels away from edges (grey levels)."""
+def noise_sigma(grey: np.ndarray, skip: np.ndarray) -> float:
+    """Noise standard deviation (grey levels) from the Laplacian-difference operator, using the
+    median absolute response over pixels away from edges: strokes, specks and seams barely move it."""
     resp = np.abs(ndimage.convolve(grey, LAPLACE_DIFF, mode="reflect"))
-    flat = ~edges
+    flat = ~skip
     flat[:1, :] = flat[-1:, :] = False
     flat[:, :1] = flat[:, -1:] = False
     if flat.sum() < 64:
         return 0.0
-    return float(math.sqrt(math.pi / 2.0) / 6.0 * resp[flat].mean())
+    # for Gaussian noise of sigma s the response is Gaussian with sigma 6 s (the weights' norm)
+    return float(np.median(resp[flat]) / (0.6745 * 6.0))
 
 
-def edge_mask(grey: np.ndarray, threshold: float = 40.0) -> tuple[np.ndarray, np.ndarray]:
-    """Strong edges of the de-noised image, and those edges dilated (the zone to skip for noise)."""
-    smooth = ndimage.median_filter(grey, size=5, mode="reflect")
+def edge_zone(grey: np.ndarray, threshold: float = 30.0) -> np.ndarray:
+    """Pixels near strong edges of the de-noised image (left out of the noise estimate)."""
+    smooth = ndimage.median_filter(np.round(grey).astype(np.uint8), size=5, mode="reflect").astype(np.float32)
     mag = np.hypot(ndimage.sobel(smooth, axis=0), ndimage.sobel(smooth, axis=1)) / 4.0
-    edges = mag > threshold
-    return edges, ndimage.binary_dilation(edges, iterations=2)
+    return ndimage.binary_dilation(mag > threshold, iterations=2)
 
 
-def blur_amount(grey: np.ndarray, edges: np.ndarray) -> float:
-    """0 for crisp edges, towards 1 for soft ones; 0 when the image has no strong edges."""
-    den = ndimage.median_filter(grey, size=3, mode="reflect")
-    dx = np.abs(np.diff(den, axis=1, append=den[:, -1:]))
-    dy = np.abs(np.diff(den, axis=0, append=den[-1:, :]))
-    step = ndimage.maximum_filter(np.maximum(dx, dy), size=3)
-    contrast = ndimage.maximum_filter(den, size=7) - ndimage.minimum_filter(den, size=7)
-    sel = edges & (contrast > 40.0)
-    if sel.sum() < 12:
+def blur_amount(rgb: np.ndarray) -> float:
+    """0 for crisp edges, towards 1 for soft ones; 0 when the image has no contrasty edges.
+
+    Per channel, around every edge with a local contrast above 40 levels, compare the steepest
+    one-pixel step nearby with that contrast: a crisp edge takes the whole contrast in one step.
+    """
+    ratios = []
+    for ch in range(3):
+        den = ndimage.median_filter(rgb[..., ch], size=3, mode="reflect").astype(np.float32)
+        dx = np.abs(np.diff(den, axis=1, append=den[:, -1:]))
+        dy = np.abs(np.diff(den, axis=0, append=den[-1:, :]))
+        step = ndimage.maximum_filter(np.maximum(dx, dy), size=3)
+        contrast = ndimage.maximum_filter(den, size=7) - ndimage.minimum_filter(den, size=7)
+        sel = contrast > 40.0
+        if sel.any():
+            ratios.append(step[sel] / contrast[sel])
+    if not ratios or sum(r.size for r in ratios) < 24:
         return 0.0
-    sharpness = float(np.median(step[sel] / contrast[sel]))
-    return float(np.clip((0.85 - sharpness) / 0.6, 0.0, 1.0))
+    sharpness = float(np.percentile(np.concatenate(ratios), 90))
+    return float(np.clip((0.9 - sharpness) / 0.6, 0.0, 1.0))
 
 
-def blockiness(grey: np.ndarray) -> float:
-    """Mean small step across 8-pixel block seams minus the mean small step elsewhere (grey levels)."""
-    out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: nothing there but edges
-        for axis in (0, 1):
-            out.extend(_seam_excess(grey, axis))
-    return max(out) if out else 0.0
+def compression(rgb: np.ndarray, noise: float) -> float:
+    """JPEG-like damage, 0 (clean) to about 1.
 
-
-def _seam_excess(grey: np.ndarray, axis: int) -> list[float]:
-    d = np.abs(np.diff(grey, axis=axis))
-    d = np.where(d > 40.0, np.nan, d)  # real object edges are not compression seams
-    profile = np.nanmean(d, axis=1 - axis)  # one value per row (or column) boundary
-    seam = (np.arange(profile.size) % 8) == 7
-    if not np.isfinite(profile[seam]).any() or not np.isfinite(profile[~seam]).any():
-        return []
-    return [float(np.nanmean(profile[seam]) - np.nanmean(profile[~seam]))]
+    Flat-colour art has small (1..40 level) steps only along antialiased text. Compression smears
+    low-amplitude ringing and block-wise shade shifts across the picture, so the density of small
+    steps rises, and more of them line up on the 8-pixel block seams than the 1/8 chance predicts.
+    Grain raises the density too, so that part is discounted as the noise estimate grows (grain
+    has its own measure).
+    """
+    arr = rgb.astype(np.float32)
+    seam_sum = total = 0.0
+    small_steps = 0
+    steps = 0
+    for axis in (0, 1):
+        d = np.abs(np.diff(arr, axis=axis))
+        small = (d > 0.5) & (d <= 40.0)  # real object edges are not seams
+        small_steps += int(small.any(axis=2).sum())
+        steps += small.shape[0] * small.shape[1]
+        profile = np.where(small, d, 0.0).sum(axis=tuple(i for i in range(3) if i != axis))
+        seam = (np.arange(profile.size) % 8) == 7
+        seam_sum += float(profile[seam].sum())
+        total += float(profile.sum())
+    seam_excess = max(0.0, seam_sum / total - 1.0 / 8.0) if total >= 200.0 else 0.0
+    density = small_steps / steps
+    texture = max(0.0, density - 0.03) / 0.15 * float(np.clip(1.0 - noise / 3.0, 0.0, 1.0))
+    # seams only mean something where there is texture to line up (a few antialiased glyphs can
+    # sit on the grid by chance)
+    return float(min(1.0, texture + 2.0 * seam_excess * min(1.0, density / 0.08)))
 
 
 def banner_rows(rgb: np.ndarray) -> np.ndarray:
-    """Rows belonging to a white text banner (mostly near-white rows near the bottom)."""
-    white = (rgb.min(axis=2) > 225).mean(axis=1) > 0.45
+    """Rows of a white text banner (runs of at least 8 mostly near-white rows), with a margin."""
+    white = (np.median(rgb, axis=1).min(axis=1) > 245)
     rows = ndimage.binary_closing(white, iterations=3) | white
     labels, n = ndimage.label(rows)
     keep = np.zeros_like(rows)
@@ -98,33 +118,39 @@ def banner_rows(rgb: np.ndarray) -> np.ndarray:
 
 
 def stray_lines(rgb: np.ndarray, noise: float) -> float:
-    """Pixels (in units of 64) lying on long thin marks outside the text banner."""
-    arr = rgb.astype(np.float32)
-    resid = np.max(np.abs(arr - ndimage.median_filter(arr, size=(3, 3, 1), mode="reflect")), axis=2)
-    thin = resid > max(30.0, 3.5 * noise)
+    """Pixels (in units of 64) on long thin marks outside the text banner: what a 3x3 (thin
+    strokes) or 5x5 (two-pixel strokes) median erases, in components long and narrow enough."""
+    arr = rgb.astype(np.int16)
+    thr = max(60.0, 4.0 * noise)
+    resid3 = np.abs(arr - ndimage.median_filter(rgb, size=(3, 3, 1), mode="reflect")).max(axis=2)
+    resid5 = np.abs(arr - ndimage.median_filter(rgb, size=(5, 5, 1), mode="reflect")).max(axis=2)
+    thin = (resid3 > thr) | (resid5 > thr)
     thin[banner_rows(rgb)] = False
     labels, n = ndimage.label(thin, structure=np.ones((3, 3)))
     if n == 0:
         return 0.0
+    boxes = ndimage.find_objects(labels)
+    extents = np.array([max(b[0].stop - b[0].start, b[1].stop - b[1].start) for b in boxes])
+    candidates = np.nonzero(extents >= 14)[0]  # shorter marks are grain, specks, shape corners
+    if candidates.size == 0:
+        return 0.0
+    depth = ndimage.distance_transform_edt(thin)  # half-width of the mark at each pixel
     total = 0
-    for sl, idx in zip(ndimage.find_objects(labels), range(1, n + 1)):
-        extent = max(sl[0].stop - sl[0].start, sl[1].stop - sl[1].start)
-        if extent < 12:
-            continue
-        count = int((labels[sl] == idx).sum())
-        if count <= 2.5 * extent:  # thin: about one or two pixels per unit of length
-            total += count
+    for i in candidates:
+        sl = boxes[i]
+        mine = labels[sl] == i + 1
+        if np.percentile(depth[sl][mine], 90) <= 1.5:  # narrow: about three pixels across at most
+            total += int(mine.sum())
     return total / 64.0
 
 
 def image_defects(rgb: np.ndarray) -> dict[str, float]:
     grey = rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
-    edges, near_edges = edge_mask(grey)
-    noise = noise_sigma(grey, near_edges)
+    noise = noise_sigma(grey, edge_zone(grey))
     return {
         "noise": noise,
-        "blur": blur_amount(grey, edges),
-        "block": blockiness(grey),
+        "blur": blur_amount(rgb),
+        "block": compression(rgb, noise),
         "lines": stray_lines(rgb, noise),
     }
 
@@ -142,7 +168,7 @@ class QualityJudge(ScoringJudge):
         if weights:
             unknown = set(weights) - set(w)
             if unknown:
-                raise ValueError(f"unknown quality weights {sorted(unknown)} (known: {sorted(w)})")
+                raise BonError(f"{self.name}: unknown quality weights {sorted(unknown)} (known: {sorted(w)})")
             w.update({k: float(v) for k, v in weights.items()})
         self.weights = w
         self._cache = LruCache(size=8192)
@@ -154,8 +180,8 @@ class QualityJudge(ScoringJudge):
         parts = {
             "noise": np.clip(defects["noise"] / 12.0, 0.0, 1.0),
             "blur": defects["blur"],
-            "block": np.clip(defects["block"] / 3.0, 0.0, 1.0),
-            "lines": np.clip(defects["lines"], 0.0, 1.0),
+            "block": np.clip(defects["block"], 0.0, 1.0),
+            "lines": np.clip(defects["lines"] / 3.0, 0.0, 1.0),
         }
         return float(sum(self.weights[k] * parts[k] for k in parts))
 

@@ -22,6 +22,7 @@ STOPWORDS = frozenset(
     there here which who whom whose what when where why how all any both each few more most other some
     such no nor not only own same too very can will just should would could may might must shall i me my
     we our you your he him his she her they them their as up down out off again further once also please
+    answer
     """.split()
 )
 
