@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bon.content import Content, Prompt
+from bon.plugins import Score
 
 
 @dataclass(eq=False)
@@ -77,6 +78,39 @@ class PairwiseJudge(ABC):
     @abstractmethod
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
+
+
+class PointwiseJudge(PairwiseJudge):
+    """A judge that scores each response alone (a reward model: CLIPScore, PickScore, VQAScore...).
+
+    Pointwise selection takes the argmax of its scores; its pairwise view compares the two scores
+    (``margin_scale`` maps a score difference to the roughly [-1, 1] margin), so the same judge also
+    enters knockout, round-robin and MMRB2 scoring.
+    """
+
+    margin_scale: float = 1.0
+
+    @abstractmethod
+    def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
+        """One score per response (``Score(None, missing=reason)`` on failure); batch as you like."""
+
+    def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
+        by_prompt: dict[str, list[Comparison]] = {}
+        for c in comparisons:
+            by_prompt.setdefault(c.prompt.content.digest, []).append(c)
+        values: dict[tuple[str, str], Score] = {}
+        for group in by_prompt.values():
+            unique = {r.digest: r for c in group for r in (c.a, c.b)}
+            scores = self.score(group[0].prompt, list(unique.values()))
+            values.update({(group[0].prompt.content.digest, d): s for d, s in zip(unique, scores)})
+        return [self._pairwise(c, values[(c.prompt.content.digest, c.a.digest)], values[(c.prompt.content.digest, c.b.digest)]) for c in comparisons]
+
+    def _pairwise(self, c: Comparison, sa: Score, sb: Score) -> Verdict:
+        if sa.value is None or sb.value is None:
+            return Verdict.failed(sa.missing or sb.missing or "no score")
+        margin = max(-1.0, min(1.0, (sa.value - sb.value) * self.margin_scale))
+        better, score = score_from_margin(margin, coin=seeded_coin(self.name, c.prompt.content.digest, c.a.digest, c.b.digest, c.sample))
+        return Verdict(better, score, meta={"score_a": sa.value, "score_b": sb.value})
 
 
 def seeded_coin(*parts: object) -> bool:

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from bon.content import Content, Prompt
 from bon.errors import BonError
-from bon.protocol import Comparison, MatchResult, PairwiseJudge, Verdict, decide_match
+from bon.plugins import Score
+from bon.protocol import Comparison, MatchResult, PairwiseJudge, PointwiseJudge, Verdict, decide_match
 from bon.store import JudgmentStore
 
 
@@ -96,6 +97,24 @@ class Referee:
                 reason = (v.missing or "unknown")[:80]
                 self.stats.missing_reasons[reason] = self.stats.missing_reasons.get(reason, 0) + 1
         return verdicts
+
+    def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
+        """Pointwise scores (for a :class:`PointwiseJudge`), cached like pairwise judgments."""
+        if not isinstance(self.judge, PointwiseJudge):
+            raise BonError(f"judge {self.judge.name} gives no pointwise scores; use a pairwise strategy")
+        keys = [(prompt.content.digest, r.digest, 0) for r in responses]
+        known = self.store.get_scores(self.judge_id, keys)
+        todo = {k: r for k, r in zip(keys, responses) if k not in known}
+        self.stats.calls_cached += len(keys) - len(todo)
+        if todo:
+            self._check_budget(len(todo))
+            started = time.perf_counter()
+            fresh = self.judge.score(prompt, list(todo.values()))
+            self.stats.seconds += time.perf_counter() - started
+            self.store.put_scores(self.judge_id, zip(todo, fresh))
+            known.update(zip(todo, fresh))
+            self.stats.calls_made += len(todo)
+        return [known[k] for k in keys]
 
     def _check_budget(self, wanted: int) -> None:
         if self.max_calls is not None and self.stats.calls_made + wanted > self.max_calls:

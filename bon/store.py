@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from bon.plugins import Score
 from bon.protocol import Verdict
 
 SCHEMA = """
@@ -34,6 +35,17 @@ CREATE TABLE IF NOT EXISTS judgments (
     meta     TEXT NOT NULL,
     created  REAL NOT NULL,
     PRIMARY KEY (judge_id, prompt, a, b, sample)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS scores (
+    judge_id TEXT NOT NULL,
+    prompt   TEXT NOT NULL,
+    response TEXT NOT NULL,
+    sample   INTEGER NOT NULL,
+    value    REAL,
+    missing  TEXT,
+    meta     TEXT NOT NULL,
+    created  REAL NOT NULL,
+    PRIMARY KEY (judge_id, prompt, response, sample)
 ) WITHOUT ROWID;
 """
 
@@ -97,6 +109,25 @@ class JudgmentStore:
             self._db.executemany(
                 "INSERT OR REPLACE INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
+
+    def get_scores(self, jid: str, keys: Sequence[tuple[str, str, int]]) -> dict[tuple[str, str, int], Score]:
+        """Stored pointwise scores for (prompt, response, sample) keys."""
+        wanted, found = set(keys), {}
+        for prompt in sorted({k[0] for k in wanted}):
+            rows = self._db.execute(
+                "SELECT response, sample, value, missing, meta FROM scores WHERE judge_id = ? AND prompt = ?", (jid, prompt)
+            )
+            for response, sample, value, missing, meta in rows:
+                if (prompt, response, sample) in wanted:
+                    found[(prompt, response, sample)] = Score(value, json.loads(meta), missing)
+        return found
+
+    def put_scores(self, jid: str, items: Iterable[tuple[tuple[str, str, int], Score]]) -> None:
+        now = time.time()
+        rows = [(jid, *key, s.value, s.missing, json.dumps(s.details, default=str), now) for key, s in items]
+        if rows:
+            with _transaction(self._db):
+                self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def count(self, jid: str | None = None) -> int:
         if jid is None:

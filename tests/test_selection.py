@@ -116,3 +116,38 @@ def test_round_robin_after_knockout_pays_only_the_new_pairs(tmp_path, order_judg
     rr = Referee(order_judge, store)
     run_selection(RoundRobin(), rr, [(number_prompt, _cands(range(8)))])
     assert rr.stats.calls_made == 8 * 7 - 2 * 7 and rr.stats.calls_cached == 2 * 7
+
+
+def _reward_model():
+    from bon.plugins import Score
+    from bon.protocol import PointwiseJudge
+
+    class NumberReward(PointwiseJudge):
+        name = "number-reward"
+        margin_scale = 0.1
+
+        def __init__(self):
+            self.batches = []
+
+        def score(self, prompt, responses):
+            self.batches.append(len(responses))
+            return [Score(float(r.text)) if r.text != "x" else Score(None, missing="unreadable") for r in responses]
+
+    return NumberReward()
+
+
+def test_pointwise_argmax_caches_scores_and_has_a_pairwise_view(tmp_path, number_prompt):
+    from bon.selection.pointwise import Pointwise
+
+    judge = _reward_model()
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    referee = Referee(judge, store)
+    [pick] = run_selection(Pointwise(), referee, [(number_prompt, _cands([3, 9, "x", 4]))])
+    assert pick.index == 1 and pick.calls == 4 and pick.missing == 1
+    again = Referee(judge, store)
+    run_selection(Pointwise(), again, [(number_prompt, _cands([3, 9, "x", 4]))])
+    assert again.stats.calls_made == 0 and again.stats.calls_cached == 4
+    # the same judge in a knockout: pairwise verdicts from score differences
+    ko = Referee(judge, store)
+    [pick] = run_selection(Knockout(), ko, [(number_prompt, _cands([3, 9, 1, 4]))])
+    assert pick.index == 1 and ko.stats.calls_made == 6

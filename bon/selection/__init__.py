@@ -10,6 +10,7 @@ from bon.selection.base import Pick, Strategy, run_selection
 PLUGINS = {
     "knockout": "bon.selection.knockout:Knockout",
     "round-robin": "bon.selection.round_robin:RoundRobin",
+    "pointwise": "bon.selection.pointwise:Pointwise",
 }
 
 __all__ = ["PLUGINS", "Pick", "Strategy", "run_selection"]

@@ -31,15 +31,18 @@ class Pick:
     generator: str
     index: int
     matches: list[MatchResult] = field(default_factory=list)
+    scores: list[float | None] | None = None  # pointwise strategies: one score per candidate
 
     @property
     def calls(self) -> int:
         """Judge decisions this pick used, made now or served from the store."""
-        return sum(m.calls for m in self.matches)
+        return sum(m.calls for m in self.matches) + len(self.scores or [])
 
     @property
     def missing(self) -> int:
-        return sum(v.better is None for m in self.matches for v in m.forward + m.reverse)
+        return sum(v.better is None for m in self.matches for v in m.forward + m.reverse) + sum(
+            s is None for s in self.scores or []
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -55,8 +58,21 @@ class Pick:
 Group = tuple[Prompt, Sequence[Candidate]]
 
 
+class PointwiseStrategy(Strategy):
+    """A strategy that needs one score per candidate instead of matches."""
+
+    @abstractmethod
+    def choose(self, scores: list[float | None], key: tuple) -> int:
+        """The winner's index given each candidate's score (None = missing)."""
+
+    def bracket(self, n: int, key: tuple) -> Bracket:  # pragma: no cover - never driven as a bracket
+        raise NotImplementedError
+
+
 def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group], seed: int = 0) -> list[Pick]:
     """Run one bracket per (prompt, candidates) group, playing all ready matches as one batch."""
+    if isinstance(strategy, PointwiseStrategy):
+        return _run_pointwise(strategy, referee, groups, seed)
     picks: list[Pick] = []
     live: list[tuple[Bracket, Pick, Group, list[tuple[int, int]]]] = []
     for prompt, cands in groups:
@@ -78,6 +94,18 @@ def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group],
             pos += len(pending)
             pick.matches.extend(mine)
             _advance(bracket, mine, pick, group, live)
+    return picks
+
+
+def _run_pointwise(strategy: PointwiseStrategy, referee: Referee, groups: Sequence[Group], seed: int) -> list[Pick]:
+    picks = []
+    for prompt, cands in groups:
+        gen_name = cands[0].generator if cands else ""
+        scores = referee.score(prompt, [c.content for c in cands])
+        values = [s.value for s in scores]
+        pick = Pick(prompt.id, gen_name, strategy.choose(values, (seed, prompt.id, gen_name)))
+        pick.scores = values
+        picks.append(pick)
     return picks
 
 
