@@ -15,7 +15,7 @@ from rich.table import Table
 
 from bon.errors import BonError
 
-out = Console()
+out = Console(soft_wrap=True)
 
 
 @click.group(help="Best-of-N validation for Multimodal RewardBench 2 judges.")
@@ -148,6 +148,53 @@ def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, sam
     s = referee.stats
     out.print(f"{len(result)} pairs judged by {judge.name} -> {out_file}  "
               f"(calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing})")
+
+
+@mmrb2_app.command("report")
+@click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
+@click.option("--predictions", type=click.Path(path_type=Path), multiple=True,
+              help="Judgment file(s), as FILE (task found from its pair ids) or TASK=FILE; repeatable.")
+@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--exclude-source", "exclude", multiple=True, help="Drop pairs of this prompt_source (repeatable).")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write every number as JSON.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for report.md and plots.")
+def mmrb2_report(bench_dir: Path, predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], exclude: tuple[str, ...],
+                 json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+    """Diagnostics: accuracy by source and category, same-model pairs, position and image bias,
+    K-sample voting, human agreement and generator win rates."""
+    from analysis.diagnostics import diagnose, write_diagnostics
+
+    by_task: dict[str, list[Path]] = {}
+    for item in list(predictions) + list(more_predictions):
+        task, path = _prediction_task(bench_dir, str(item))
+        by_task.setdefault(task, []).append(path)
+    result = diagnose(bench_dir, by_task, exclude_sources=exclude)
+    write_diagnostics(result, out_dir, json_out)
+    for task, t in result["tasks"].items():
+        out.print(f"{task:<12} pairs {t.get('pairs', '?')}  " + "  ".join(
+            f"{name} {j['accuracy']['accuracy']:.2f}%" for name, j in t.get("judges", {}).items()))
+    out.print(f"report: {out_dir / 'report.md' if out_dir else '-'}  json: {json_out or '-'}")
+
+
+def _prediction_task(bench_dir: Path, item: str) -> tuple[str, Path]:
+    """``TASK=FILE``, or a plain FILE whose task is the one sharing the most pair ids with it."""
+    from analysis import mmrb2
+
+    task, sep, file = item.partition("=")
+    if sep and task in (*mmrb2.TASK_FILES, *mmrb2.BON_TO_SCORER):
+        return mmrb2.scorer_task(task), Path(file)
+    path = Path(item)
+    ids = set(mmrb2.load_judgments(path))
+    overlap = {}
+    for name in mmrb2.TASK_FILES:
+        try:
+            overlap[name] = len(ids & {p.id for p in mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, name))})
+        except BonError:
+            continue
+    best = max(overlap, key=overlap.get, default=None)
+    if best is None or overlap[best] == 0:
+        raise BonError(f"{path}: none of its pair ids is in {bench_dir}; pass it as TASK=FILE")
+    return best, path
 
 
 def _parse_options(options: tuple[str, ...]) -> dict:
