@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
 from scipy import ndimage
 
 from bon.content import ImageItem
@@ -28,6 +28,9 @@ FIRST_COLOUR = 4
 LUT_BITS = 6
 
 MIN_AREA = 40  # px at full resolution; smaller blobs are specks
+MIN_SIDE = 6.0  # px, canvas units: thinner blobs are strokes
+MIN_FILL = 0.3  # blobs filling less of their box are strokes (a diagonal line)
+LUT_FLOOR = 3.0  # mean residual of a clean image (the LUT's own rounding)
 RESIDUAL_LIMIT = 34.0  # a pixel this far from every known colour is damaged
 BANNER_MEDIAN = 245  # a banner row's per-channel median is near-white
 
@@ -95,10 +98,9 @@ def _lut() -> tuple[np.ndarray, np.ndarray]:
 def quantise(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Class map and residual (distance to nearest known colour) for an HxWx3 uint8 array."""
     cls, dist = _lut()
-    shift = 8 - LUT_BITS
-    q = arr >> shift
-    idx = (q[..., 0].astype(np.int32) << (2 * LUT_BITS)) | (q[..., 1].astype(np.int32) << LUT_BITS) | q[..., 2]
-    return cls[idx], dist[idx]
+    q = (arr >> (8 - LUT_BITS)).astype(np.int32)
+    idx = (q[..., 0] << (2 * LUT_BITS)) | (q[..., 1] << LUT_BITS) | q[..., 2]
+    return cls.take(idx), dist.take(idx)
 
 
 # --- entry points -----------------------------------------------------------------------------
@@ -158,9 +160,10 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
     region = np.ones(arr.shape[0], dtype=bool)
     if banner is not None:
         region[banner[0]:banner[1]] = False
-    objects, kept = find_objects(cls, region, scale)
+    clean = despeckle(cls) if scale == 1.0 else cls
+    objects, kept = find_objects(clean, region, scale)
     text = read_banner(text_arr) if banner is not None else None
-    art = artefact_score(cls, resid, region, kept)
+    art = artefact_score(cls, clean, resid, region, kept)
     bg = background_colour(arr, cls, region)
     return SeenScene(objects, text, art, bg, banner is not None)
 
@@ -169,45 +172,69 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
 
 
 def banner_rows(arr: np.ndarray) -> tuple[int, int] | None:
-    """The longest run of near-white rows (per-channel row medians survive noise and text ink)."""
-    med = np.median(arr, axis=1)
-    white = (med >= BANNER_MEDIAN).all(axis=1)
-    best, start = None, None
-    for i, w in enumerate(np.append(white, False)):
-        if w and start is None:
-            start = i
-        elif not w and start is not None:
-            if best is None or i - start > best[1] - best[0]:
-                best = (start, i)
-            start = None
-    min_rows = max(2, int(round(arr.shape[0] * 8 / S.SIZE)))
-    return best if best is not None and best[1] - best[0] >= min_rows else None
+    """Rows of the banner, if there is one: the strips above and below the glyph band are near-white.
+
+    The banner has a fixed place in this world; testing only its ink-free strips (per-channel
+    medians) keeps the test robust to noise, strokes and whatever text it carries.
+    """
+    f = arr.shape[0] / S.SIZE
+    top, bottom = int(S.BANNER_TOP * f), max(int(S.BANNER_TOP * f) + 1, int(round(S.BANNER_BOTTOM * f)))
+    strip = max(1, int(4 * f))
+    rows = np.concatenate([arr[top:top + strip], arr[bottom - strip:bottom]], axis=0).reshape(-1, 3)
+    if (np.median(rows, axis=0) >= BANNER_MEDIAN).all():
+        return top, bottom
+    return None
+
+
+def despeckle(cls: np.ndarray, reach: int = 2) -> np.ndarray:
+    """Paint over marks at most ``reach`` px thick (strokes, salt) with the class on both sides of
+    them, so a line drawn across a shape does not cut it in two."""
+    out = cls.copy()
+    r2 = 2 * reach
+    for axis in (1, 0):
+        if axis == 1:
+            before, mid, after = out[:, :-r2], out[:, reach:-reach], out[:, r2:]
+        else:
+            before, mid, after = out[:-r2], out[reach:-reach], out[r2:]
+        fix = (before == after) & (before != mid)
+        mid[fix] = before[fix]  # mid is a view into out
+    return out
 
 
 def find_objects(cls: np.ndarray, region: np.ndarray, scale: float) -> tuple[list[SeenObject], np.ndarray]:
-    """Connected blobs of each palette colour outside the banner; returns objects and the kept mask."""
+    """Connected blobs of each palette colour outside the banner; returns objects and the kept mask.
+
+    One labelling pass for all colours: pixels where two different colours touch are cut first,
+    so blobs of different colours never join.
+    """
     min_area = max(3.0, MIN_AREA / scale**2)
+    coloured = (cls >= FIRST_COLOUR) & region[:, None]
+    seam = np.zeros_like(coloured)
+    seam[:, 1:] |= (cls[:, 1:] != cls[:, :-1]) & coloured[:, :-1]
+    seam[1:, :] |= (cls[1:, :] != cls[:-1, :]) & coloured[:-1, :]
+    lab, n = ndimage.label(coloured & ~seam)
     kept = np.zeros(cls.shape, dtype=bool)
     out: list[SeenObject] = []
-    counts = np.bincount(cls[region].ravel(), minlength=len(CLASS_NAMES))
-    for k in range(FIRST_COLOUR, len(CLASS_NAMES)):
-        if counts[k] < min_area:
+    if n == 0:
+        return out, kept
+    areas = np.bincount(lab.ravel(), minlength=n + 1)
+    for i, sl in enumerate(ndimage.find_objects(lab), start=1):
+        if sl is None or areas[i] < min_area:
             continue
-        mask = (cls == k) & region[:, None]
-        lab, n = ndimage.label(mask)
-        areas = np.bincount(lab.ravel(), minlength=n + 1)
-        for i, sl in enumerate(ndimage.find_objects(lab), start=1):
-            if sl is None or areas[i] < min_area:
-                continue
-            blob = lab[sl] == i
+        blob = lab[sl] == i
+        k = int(cls[sl][blob][0])
+        obj = describe_blob(blob, sl, CLASS_NAMES[k], int(areas[i]), scale)
+        if obj is not None:
             kept[sl] |= blob
-            out.append(describe_blob(blob, sl, CLASS_NAMES[k], int(areas[i]), scale))
+            out.append(obj)
     out.sort(key=lambda o: (round(o.y / 8), o.x))
     return out, kept
 
 
-def describe_blob(blob: np.ndarray, sl: tuple[slice, slice], colour: str, area: int, scale: float) -> SeenObject:
+def describe_blob(blob: np.ndarray, sl: tuple[slice, slice], colour: str, area: int, scale: float) -> SeenObject | None:
     h, w = blob.shape
+    if min(h, w) * scale < MIN_SIDE or area / (h * w) < MIN_FILL:
+        return None  # a stroke, not a shape
     return SeenObject(
         shape=classify_shape(blob),
         colour=colour,
@@ -245,60 +272,76 @@ def classify_shape(blob: np.ndarray) -> str:
 # --- damage estimate --------------------------------------------------------------------------
 
 
-def artefact_score(cls: np.ndarray, resid: np.ndarray, region: np.ndarray, kept: np.ndarray) -> float:
-    """Damage without a reference: off-palette pixels (noise, blur, blocks) and stray marks (strokes)."""
-    reg = np.broadcast_to(region[:, None], cls.shape)
-    n = max(1, int(reg.sum()))
-    off = float(((resid > RESIDUAL_LIMIT) & reg).sum()) / n
-    stray = float(((cls != 0) & ~kept & reg).sum()) / n
-    return float(np.clip(2.5 * off + 12.0 * stray, 0.0, 1.0))
+def artefact_score(cls: np.ndarray, clean: np.ndarray, resid: np.ndarray, region: np.ndarray, kept: np.ndarray) -> float:
+    """Damage without a reference, from three cues: mean distance to the nearest known colour
+    (noise), off-palette pixels per pixel of colour boundary (soft or ringing edges: blur, blocks;
+    per boundary so that it does not depend on how many shapes there are) and marks that belong
+    to no shape (strokes). The strongest cue counts fully, the others partly.
+
+    At a reduced ``resolution`` the box filter's mixed edge pixels read as damage too: coarse.
+    """
+    rows = region if not region.all() else slice(None)
+    c, q, r, k = cls[rows], clean[rows], resid[rows], kept[rows]
+    n = max(1, c.size)
+    noise = max(0.0, float(r.mean()) - LUT_FLOOR) / 60.0
+    edges = np.count_nonzero(q[:, 1:] != q[:, :-1]) + np.count_nonzero(q[1:] != q[:-1])
+    soft = float(np.count_nonzero(r > RESIDUAL_LIMIT)) / max(1, edges) / 6.0
+    stray = 10.0 * float(np.count_nonzero((c >= 2) & ~k)) / n
+    cues = sorted((noise, soft, stray))
+    return float(np.clip(cues[2] + 0.3 * (cues[0] + cues[1]), 0.0, 1.0))
 
 
 def background_colour(arr: np.ndarray, cls: np.ndarray, region: np.ndarray) -> tuple[float, float, float]:
-    mask = (cls == 0) & region[:, None]
-    if not mask.any():
+    """Mean colour of bare-canvas pixels (on a 2x subsample: a tint is uniform, precision is cheap)."""
+    sub = arr[::2, ::2].reshape(-1, 3).astype(np.float32)
+    mask = ((cls[::2, ::2] == 0) & region[::2, None]).ravel().astype(np.float32)
+    n = mask.sum()
+    if n == 0:
         return tuple(float(v) for v in S.BACKGROUND)  # type: ignore[return-value]
-    m = arr[mask].mean(axis=0)
+    m = mask @ sub / n
     return (float(m[0]), float(m[1]), float(m[2]))
 
 
 # --- text -------------------------------------------------------------------------------------
 
 BAND = (S.BANNER_TOP + 2, S.BANNER_TOP + 21)  # rows holding glyph ink
-PAD = 2  # search +-PAD px around each cell for the best template alignment
-INK_COLUMN = 2.5  # summed darkness over the band that marks a column as inked
+PAD = 1  # search +-PAD px around each cell for the best template alignment
+INK_CELL = 10  # clearly dark pixels that make a cell a glyph rather than a space
+TEMPLATE_BLURS = (0.0, 1.0, 2.0)
 
 
 @lru_cache(maxsize=1)
 def glyph_templates() -> tuple[str, np.ndarray]:
-    """Darkness maps of every glyph drawn exactly as :func:`scene.render` draws it, one cell each."""
+    """Darkness maps of every glyph drawn exactly as :func:`scene.render` draws it, one cell each,
+    crisp and at two blur levels (a blurred glyph is closer to its own blurred template than to
+    any crisp one). Returns the character of each template and the stacked maps."""
     chars = S.TEXT_CHARS.replace(" ", "")
-    h = BAND[1] - BAND[0]
-    out = np.zeros((len(chars), h, S.ADVANCE), dtype=np.float32)
-    for i, ch in enumerate(chars):
-        im = Image.new("L", (S.ADVANCE, S.SIZE), 255)
-        ImageDraw.Draw(im).text((S.glyph_offset(ch), S.TEXT_Y), ch, font=S.font(), fill=0)
-        out[i] = 1.0 - np.asarray(im, dtype=np.float32)[BAND[0]:BAND[1]] / 255.0
-    return chars, out
+    maps, names = [], []
+    for radius in TEMPLATE_BLURS:
+        for ch in chars:
+            im = Image.new("L", (S.ADVANCE + 8, S.SIZE), 255)
+            ImageDraw.Draw(im).text((4 + S.glyph_offset(ch), S.TEXT_Y), ch, font=S.font(), fill=0)
+            if radius:
+                im = im.filter(ImageFilter.GaussianBlur(radius))
+            dark = 1.0 - np.asarray(im, dtype=np.float32)[BAND[0]:BAND[1], 4:4 + S.ADVANCE] / 255.0
+            maps.append(dark)
+            names.append(ch)
+    return "".join(names), np.stack(maps)
 
 
 def read_banner(arr: np.ndarray) -> str | None:
     dark = 1.0 - arr[BAND[0]:BAND[1]].astype(np.float32).mean(axis=2) / 255.0
-    cols = np.where(dark.sum(axis=0) > INK_COLUMN)[0]
+    strong = (dark > 0.3).sum(axis=0) >= 3
+    strong[1:-1] &= strong[:-2] | strong[2:]  # glyph strokes are 2+ px wide; lone specks are not
+    cols = np.where(strong)[0]
     if cols.size == 0:
         return None
     n, x0 = text_grid(int(cols.min()), int(cols.max()))
+    lefts = [x0 + i * S.ADVANCE for i in range(n)]
+    inked = [(dark[:, max(0, x):x + S.ADVANCE] > 0.3).sum() >= INK_CELL for x in lefts]
     chars, templates = glyph_templates()
-    padded = np.pad(dark, ((PAD, PAD), (PAD, PAD)))
-    out = []
-    for i in range(n):
-        left = x0 + i * S.ADVANCE
-        cell = dark[:, max(0, left):left + S.ADVANCE]
-        if cell.sum() < 2 * INK_COLUMN:
-            out.append(" ")
-            continue
-        out.append(chars[best_glyph(padded, left, templates)])
-    text = "".join(out).strip()
+    picks = iter(best_glyphs(dark, [x for x, ink in zip(lefts, inked) if ink], templates))
+    text = "".join(chars[next(picks)] if ink else " " for ink in inked).strip()
     return text or None
 
 
@@ -311,18 +354,16 @@ def text_grid(ink_min: int, ink_max: int) -> tuple[int, int]:
     return S.MAX_TEXT, S.text_origin(S.MAX_TEXT)
 
 
-def best_glyph(padded: np.ndarray, left: int, templates: np.ndarray) -> int:
-    """Index of the template with the least squared difference over small shifts around the cell."""
+def best_glyphs(dark: np.ndarray, lefts: list[int], templates: np.ndarray) -> list[int]:
+    """Per cell, the template with the least squared difference over small shifts around it."""
+    if not lefts:
+        return []
     h, w = templates.shape[1:]
-    windows = []
-    for dy in range(2 * PAD + 1):
-        for dx in range(2 * PAD + 1):
-            x = left + dx
-            win = padded[dy:dy + h, max(0, x):x + w]
-            if win.shape != (h, w):
-                win = np.pad(win, ((0, h - win.shape[0]), (0, w - win.shape[1])))
-            windows.append(win)
-    W = np.stack(windows).reshape(len(windows), -1)
-    T = templates.reshape(len(templates), -1)
-    d = (W * W).sum(1)[:, None] + (T * T).sum(1)[None, :] - 2.0 * W @ T.T
-    return int(d.min(axis=0).argmin())
+    padded = np.pad(dark, ((PAD, PAD), (PAD + w, PAD + w)))
+    views = np.lib.stride_tricks.sliding_window_view(padded, (h, w))  # (rows, cols, h, w)
+    shifts = 2 * PAD + 1
+    wins = np.stack([views[:shifts, x + w:x + w + shifts] for x in lefts])  # (cells, dy, dx, h, w)
+    W = wins.reshape(len(lefts), shifts * shifts, h * w)
+    T = templates.reshape(len(templates), h * w)
+    d = (W * W).sum(-1)[..., None] + (T * T).sum(-1) - 2.0 * (W @ T.T)  # (cells, shifts, glyphs)
+    return [int(i) for i in d.min(axis=1).argmin(axis=1)]

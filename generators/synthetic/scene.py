@@ -198,7 +198,8 @@ def render(scene: Scene, artefacts: dict[str, Any] | None = None, rng: np.random
     """Draw the scene, then apply damage. ``artefacts`` keys (all optional, 0 = none):
 
     ``scribble`` (number of stray strokes), ``blur`` (Gaussian radius, px), ``blocks`` (0..1,
-    JPEG-like blockiness), ``noise`` (0..1 speckle strength). ``rng`` drives the random damage.
+    JPEG-like blockiness), ``noise`` (0..1 speckle strength), ``grain`` (sensor-like noise in grey
+    levels, ~1-2: harmless, but no two samples are pixel-identical). ``rng`` drives the damage.
     """
     im = Image.new("RGB", (SIZE, SIZE), tuple(scene.background))
     draw = ImageDraw.Draw(im)
@@ -207,7 +208,7 @@ def render(scene: Scene, artefacts: dict[str, Any] | None = None, rng: np.random
     if scene.text is not None:
         draw_text(draw, clean_text(scene.text))
     art = artefacts or {}
-    if not any(art.get(k) for k in ("scribble", "blur", "blocks", "noise")):
+    if not any(art.get(k) for k in ("scribble", "blur", "blocks", "noise", "grain")):
         return im
     rng = rng if rng is not None else np.random.default_rng(0)
     if art.get("scribble"):
@@ -218,6 +219,8 @@ def render(scene: Scene, artefacts: dict[str, Any] | None = None, rng: np.random
         im = blockify(im, float(art["blocks"]))
     if art.get("noise"):
         im = speckle(im, float(art["noise"]), rng)
+    if art.get("grain"):
+        im = grain(im, float(art["grain"]), rng)
     return im
 
 
@@ -245,3 +248,10 @@ def speckle(im: Image.Image, strength: float, rng: np.random.Generator) -> Image
     out = arr + noise.astype(np.int16)
     out[salt] = rng.integers(0, 256, size=(int(salt.sum()), 3))
     return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
+
+
+def grain(im: Image.Image, amount: float, rng: np.random.Generator) -> Image.Image:
+    """Faint grey-level grain, uniform in +-``amount`` (cheap: it is applied to every sample)."""
+    k = max(1, int(round(amount)))
+    arr = np.asarray(im, dtype=np.int16) + rng.integers(-k, k + 1, size=(im.height, im.width, 1), dtype=np.int16)
+    return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "RGB")

@@ -1,0 +1,144 @@
+"""The synthetic world: rendering, perception from pixels, the prompt language and suites."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from bon.content import Content, ImageItem, Prompt
+from bon.errors import BonError
+from generators.synthetic import language as L
+from generators.synthetic import perception as P
+from generators.synthetic import scene as S
+from generators.synthetic.suites import CATEGORIES, build_suite
+
+
+def random_scene(seed: int, text: str | None = None) -> S.Scene:
+    rng = np.random.default_rng(seed)
+    kinds = [(S.SHAPES[rng.integers(3)], list(S.PALETTE)[rng.integers(6)]) for _ in range(int(rng.integers(1, 7)))]
+    return S.Scene(S.place_objects(kinds, rng), text)
+
+
+def test_palette_and_shapes_are_as_documented():
+    assert set(S.PALETTE) == {"red", "green", "blue", "yellow", "purple", "orange"}
+    assert S.SHAPES == ("circle", "square", "triangle")
+    assert S.render(S.Scene([])).size == (S.SIZE, S.SIZE)
+
+
+def test_scene_round_trips_through_json():
+    sc = S.Scene([S.SceneObject("circle", "red", 20.5, 30.25, 9.0)], "CAT", background=(200, 210, 220))
+    assert S.Scene.from_dict(sc.to_dict()) == sc
+
+
+def test_perception_recovers_a_hand_built_scene():
+    scene = S.Scene([
+        S.SceneObject("circle", "red", 20, 18, 10),
+        S.SceneObject("square", "blue", 64, 50, 12),
+        S.SceneObject("triangle", "green", 104, 78, 13),
+    ])
+    seen = P.perceive(S.render(scene))
+    assert seen.kinds() == [("blue", "square"), ("green", "triangle"), ("red", "circle")]
+    for want in scene.objects:
+        got = seen.find(want.colour, want.shape)[0]
+        assert abs(got.x - want.x) <= 1.5 and abs(got.y - want.y) <= 1.5
+    assert seen.count(colour="red") == 1 and seen.count(shape="square") == 1
+    assert seen.leftmost().colour == "red" and seen.bottommost().shape == "triangle"
+    assert seen.text is None and seen.artefact < 0.05
+
+
+def test_perception_recovers_random_scenes_exactly():
+    for seed in range(60):
+        scene = random_scene(seed)
+        seen = P.perceive(S.render(scene))
+        assert seen.kinds() == sorted((o.colour, o.shape) for o in scene.objects), seed
+
+
+@pytest.mark.parametrize("word", ["CAT", "HELLO", "W1W2W", "ROOM 42", "QUIZ", "MIMWIW"])
+def test_read_text_reads_rendered_words(word):
+    assert P.read_text(S.render(S.Scene([], word))) == word
+
+
+def test_read_text_sees_a_misspelling_and_no_banner():
+    assert P.read_text(S.render(S.Scene([], "CAR"))) == "CAR"
+    assert P.read_text(S.render(random_scene(3))) is None
+
+
+def test_read_text_survives_mild_damage():
+    scene = random_scene(5, "GARDEN")
+    for art in ({"blur": 1.0}, {"noise": 0.2}, {"blocks": 0.5}):
+        assert P.read_text(S.render(scene, art, np.random.default_rng(1))) == "GARDEN", art
+
+
+def test_artefact_estimate_rises_with_damage():
+    scene = random_scene(11, "CAT")
+    rng = np.random.default_rng(0)
+    clean = P.perceive(S.render(scene)).artefact
+    for art in ({"noise": 0.3}, {"blur": 1.5}, {"blocks": 0.8}, {"scribble": 4}):
+        assert P.perceive(S.render(scene, art, rng)).artefact > clean + 0.1, art
+    mild = P.perceive(S.render(scene, {"noise": 0.1}, rng)).artefact
+    heavy = P.perceive(S.render(scene, {"noise": 0.4}, rng)).artefact
+    assert clean < mild < heavy
+
+
+def test_low_resolution_perception_is_weaker():
+    exact_full = exact_low = 0
+    for seed in range(40):
+        scene = random_scene(seed)
+        want = sorted((o.colour, o.shape) for o in scene.objects)
+        im = S.render(scene)
+        exact_full += P.perceive(im).kinds() == want
+        exact_low += P.perceive(im, resolution=32).kinds() == want
+    assert exact_full == 40 and exact_low < 36
+
+
+def test_perception_is_cached_by_digest_and_fast():
+    scene = random_scene(7, "DOG")
+    a, b = ImageItem.from_pil(S.render(scene)), ImageItem.from_pil(S.render(scene))
+    assert P.perceive(a) is P.perceive(b)
+    assert P.perceive(a, 32) is not P.perceive(a)
+    t0 = time.perf_counter()
+    for seed in range(50):
+        P.perceive(S.render(random_scene(1000 + seed, "CAT")))
+    assert (time.perf_counter() - t0) / 50 < 0.01  # about 2 ms on a laptop core
+
+
+def test_language_round_trip_over_whole_suites():
+    for seed in (0, 1):
+        for prompt in build_suite(seed, per_task=40):
+            assert L.interpret(prompt) == L.public(prompt.metadata["spec"]), prompt.content.text
+
+
+def test_interpret_rejects_foreign_prompts():
+    with pytest.raises(BonError):
+        L.interpret(Prompt("x", "t2i", Content.of("a photograph of a sunset over the sea")))
+
+
+def test_suites_are_deterministic_and_seed_dependent():
+    def fingerprint(seed):
+        return [(p.id, p.content.digest) for p in build_suite(seed, per_task=8)]
+
+    assert fingerprint(3) == fingerprint(3)
+    assert fingerprint(3) != fingerprint(4)
+
+
+def test_suite_shape_and_categories():
+    prompts = build_suite(0, per_task=20, id_prefix="x-")
+    assert len(prompts) == 80 and prompts[0].id == "x-t2i-0000"
+    for task, cats in CATEGORIES.items():
+        mine = [p for p in prompts if p.task == task]
+        counts = [sum(p.metadata["category"] == c for p in mine) for c in cats]
+        assert max(counts) - min(counts) <= 1
+        for p in mine:
+            assert p.metadata["source"] == "synthetic"
+            assert len(p.content.images) == (1 if task in ("edit", "reasoning") else 0)
+    texts = [p.content.text for p in prompts if p.metadata["category"] == "text"]
+    assert all('"' in t for t in texts)
+
+
+def test_answer_extraction_normalises():
+    assert L.extract_answer("I count them.\nAnswer: Three") == "3"
+    assert L.extract_answer("blah\nAnswer: Circles.") == "circle"
+    assert L.extract_answer("Answer: 2\nwait\nAnswer:  YES ") == "yes"
+    assert L.extract_answer("So the answer is 4.") is None
