@@ -11,7 +11,6 @@ from typing import Optional
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from bon.errors import BonError
 
@@ -66,23 +65,21 @@ def _run(cfg) -> None:
 
 
 def _summary(correlations, results) -> None:
-    table = Table(title="Does MMRB2 accuracy predict Best-of-N gain?")
-    for col in ("task", "generator", "judges", "Pearson r", "Spearman ρ", "random", "best judge pick", "oracle"):
-        table.add_column(col, justify="left" if col in ("task", "generator") else "right")
+    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge."""
+    out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])")
+    out.print(f"{'task':<12}{'generator':<11}{'judges':>6}{'r':>7}{'ρ':>7}{'random':>8}{'oracle':>8}  best judge (BoN score)")
     for row in correlations.itertuples():
-        sub = results[(results.task == row.task) & (results.generator == row.generator)]
-        best = sub.loc[sub.bon_score.idxmax()] if len(sub) else None
-        table.add_row(
-            row.task, row.generator, str(row.n_judges), _fmt(row.pearson_r), _fmt(row.spearman_rho),
-            _fmt(sub.random_score.iloc[0] if len(sub) else math.nan),
-            f"{_fmt(best.bon_score)} ({best.judge})" if best is not None else "-",
-            _fmt(sub.oracle_score.iloc[0] if len(sub) else math.nan),
-        )
-    out.print(table)
+        sub = results[(results.task == row.task) & (results.generator == row.generator)].dropna(subset=["bon_score"])
+        if not len(sub):
+            continue
+        best = sub.loc[sub.bon_score.idxmax()]
+        out.print(f"{row.task:<12}{row.generator:<11}{row.n_judges:>6}{_fmt(row.pearson_r, '+.2f'):>7}{_fmt(row.spearman_rho, '+.2f'):>7}"
+                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {best.judge} ({best.bon_score:.3f})",
+                  highlight=False)
 
 
-def _fmt(v: float) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+def _fmt(v: float, spec: str = ".3f") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
 @mmrb2_app.command("accuracy")

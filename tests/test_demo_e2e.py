@@ -94,3 +94,13 @@ def test_missing_image_is_a_one_line_error(demo_run, tmp_path, capsys):
     assert main(["demo", "--out", str(copy), *SMALL, "--seed", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert victim.name in err and "image file not found" in err and "\n" not in err
+
+
+def test_random_judge_is_chance_level(demo_run):
+    results = pd.read_csv(demo_run / "results.csv")
+    rnd = results[results.judge == "random"]
+    assert 30 <= rnd.mmrb2_accuracy.mean() <= 70
+    assert abs((rnd.bon_score - rnd.random_score).mean()) < 0.2
+    best = results[results.judge == "scene-full"]
+    assert best.mmrb2_accuracy.mean() > rnd.mmrb2_accuracy.mean() + 15
+    assert (best.bon_score - best.random_score).mean() > (rnd.bon_score - rnd.random_score).mean()

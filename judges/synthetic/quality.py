@@ -29,6 +29,26 @@ from bon.errors import BonError
 
 from judges.synthetic._scoring import LruCache, ScoringJudge, image_array
 
+def _median(img: np.ndarray, size: int) -> np.ndarray:
+    """Median filter of a uint8 image (grey or RGB): OpenCV's is ~50x faster than scipy's here,
+    which matters because every candidate image of a study passes through this judge."""
+    import cv2
+
+    return cv2.medianBlur(np.ascontiguousarray(img, dtype=np.uint8), size)
+
+
+def _max_filter(img: np.ndarray, size: int) -> np.ndarray:
+    import cv2
+
+    return cv2.dilate(img, np.ones((size, size), np.uint8), borderType=cv2.BORDER_REFLECT)
+
+
+def _min_filter(img: np.ndarray, size: int) -> np.ndarray:
+    import cv2
+
+    return cv2.erode(img, np.ones((size, size), np.uint8), borderType=cv2.BORDER_REFLECT)
+
+
 LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float32)
 
 
@@ -47,7 +67,7 @@ def noise_sigma(grey: np.ndarray, skip: np.ndarray) -> float:
 
 def edge_zone(grey: np.ndarray, threshold: float = 30.0) -> np.ndarray:
     """Pixels near strong edges of the de-noised image (left out of the noise estimate)."""
-    smooth = ndimage.median_filter(np.round(grey).astype(np.uint8), size=5, mode="reflect").astype(np.float32)
+    smooth = _median(np.round(grey).astype(np.uint8), 5).astype(np.float32)
     mag = np.hypot(ndimage.sobel(smooth, axis=0), ndimage.sobel(smooth, axis=1)) / 4.0
     return ndimage.binary_dilation(mag > threshold, iterations=2)
 
@@ -59,12 +79,13 @@ def blur_amount(rgb: np.ndarray) -> float:
     one-pixel step nearby with that contrast: a crisp edge takes the whole contrast in one step.
     """
     ratios = []
+    denoised = _median(rgb, 3)
     for ch in range(3):
-        den = ndimage.median_filter(rgb[..., ch], size=3, mode="reflect").astype(np.float32)
+        den = denoised[..., ch].astype(np.float32)
         dx = np.abs(np.diff(den, axis=1, append=den[:, -1:]))
         dy = np.abs(np.diff(den, axis=0, append=den[-1:, :]))
-        step = ndimage.maximum_filter(np.maximum(dx, dy), size=3)
-        contrast = ndimage.maximum_filter(den, size=7) - ndimage.minimum_filter(den, size=7)
+        step = _max_filter(np.maximum(dx, dy), 3)
+        contrast = _max_filter(den, 7) - _min_filter(den, 7)
         sel = contrast > 40.0
         if sel.any():
             ratios.append(step[sel] / contrast[sel])
@@ -122,8 +143,8 @@ def stray_lines(rgb: np.ndarray, noise: float) -> float:
     strokes) or 5x5 (two-pixel strokes) median erases, in components long and narrow enough."""
     arr = rgb.astype(np.int16)
     thr = max(60.0, 4.0 * noise)
-    resid3 = np.abs(arr - ndimage.median_filter(rgb, size=(3, 3, 1), mode="reflect")).max(axis=2)
-    resid5 = np.abs(arr - ndimage.median_filter(rgb, size=(5, 5, 1), mode="reflect")).max(axis=2)
+    resid3 = np.abs(arr - _median(rgb, 3)).max(axis=2)
+    resid5 = np.abs(arr - _median(rgb, 5)).max(axis=2)
     thin = (resid3 > thr) | (resid5 > thr)
     thin[banner_rows(rgb)] = False
     labels, n = ndimage.label(thin, structure=np.ones((3, 3)))
