@@ -33,11 +33,14 @@ def mmrb2_app() -> None:
 @click.option("--n", type=click.IntRange(min=1), default=8, show_default=True, help="Candidates per prompt.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the whole synthetic world.")
 @click.option("--strategy", default="knockout", show_default=True, help="Selection strategy.")
-def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str) -> None:
+@click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop after this many new judge calls.")
+def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, max_calls: Optional[int]) -> None:
     """Run the offline synthetic study end to end (CPU, no network) and summarise it."""
     from bon.demo import demo_config
 
-    _run(demo_config(out=out_dir, prompts=prompts, n=n, seed=seed, strategy=strategy))
+    cfg = demo_config(out=out_dir, prompts=prompts, n=n, seed=seed, strategy=strategy)
+    cfg.max_calls = max_calls
+    _run(cfg)
 
 
 @app.command()
@@ -62,6 +65,9 @@ def _run(cfg) -> None:
     _summary(outcome.correlations, outcome.results)
     out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
               f"report: {outcome.run.report}  figure: {outcome.run.figure}")
+    if outcome.stopped:
+        print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
+        raise click.exceptions.Exit(3)
 
 
 def _summary(correlations, results) -> None:
@@ -217,7 +223,7 @@ def plugins() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app.main(args=argv, prog_name="bon", standalone_mode=False)
+        rc = app.main(args=argv, prog_name="bon", standalone_mode=False)
     except BonError as exc:
         print(f"bon: error: {exc}", file=sys.stderr)
         return 2
@@ -229,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, click.exceptions.Abort):
         print("bon: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

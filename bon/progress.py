@@ -10,7 +10,7 @@ from typing import Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 class _Bar:

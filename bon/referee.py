@@ -22,13 +22,41 @@ class BudgetExhausted(BonError):
     """Raised when ``max_calls`` new judge calls have been made; everything so far is stored."""
 
 
+class Budget:
+    """A cap on new judge calls, shared by every referee of one command (``--max-calls``)."""
+
+    def __init__(self, max_calls: int | None):
+        self.max_calls = max_calls
+        self.used = 0
+
+    def spend(self, judge: str, wanted: int) -> None:
+        if self.max_calls is not None and self.used + wanted > self.max_calls:
+            raise BudgetExhausted(
+                f"judge {judge}: the budget of {self.max_calls} new judge calls is reached ({self.used} made); "
+                "everything so far is stored: rerun with a larger --max-calls to continue"
+            )
+        self.used += wanted
+
+
 @dataclass
 class CallStats:
+    """What a judge cost: calls paid for and served free, failures, tokens, money and time."""
+
     calls_made: int = 0
     calls_cached: int = 0
     missing: int = 0
     seconds: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
     missing_reasons: dict[str, int] = field(default_factory=dict)
+
+    def count_fresh(self, verdicts: Sequence[Verdict]) -> None:
+        for v in verdicts:
+            usage = v.meta.get("usage") or {}
+            self.input_tokens += int(usage.get("input_tokens", 0) or 0)
+            self.output_tokens += int(usage.get("output_tokens", 0) or 0)
+            self.cost_usd += float(v.meta.get("cost_usd", 0.0) or 0.0)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -36,6 +64,9 @@ class CallStats:
             "calls_cached": self.calls_cached,
             "missing": self.missing,
             "judge_seconds": round(self.seconds, 3),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
             "missing_reasons": dict(self.missing_reasons),
         }
 
@@ -58,7 +89,7 @@ class Referee:
         judge: PairwiseJudge,
         store: JudgmentStore,
         samples: int = 1,
-        max_calls: int | None = None,
+        budget: Budget | None = None,
         seed: int = 0,
     ):
         if samples < 1:
@@ -66,7 +97,7 @@ class Referee:
         self.judge = judge
         self.store = store
         self.samples = samples
-        self.max_calls = max_calls
+        self.budget = budget or Budget(None)
         self.seed = seed
         self.judge_id = store.register(judge.identity())
         self.stats = CallStats()
@@ -81,12 +112,13 @@ class Referee:
                 todo[key] = comp
         self.stats.calls_cached += len(keys) - len(todo)
         if todo:
-            self._check_budget(len(todo))
+            self.budget.spend(self.judge.name, len(todo))
             started = time.perf_counter()
             fresh = self.judge.judge(list(todo.values()))
             self.stats.seconds += time.perf_counter() - started
             if len(fresh) != len(todo):
                 raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")
+            self.stats.count_fresh(fresh)
             self.store.put_many(self.judge_id, zip(todo, fresh))
             known.update(zip(todo, fresh))
             self.stats.calls_made += len(todo)
@@ -107,7 +139,7 @@ class Referee:
         todo = {k: r for k, r in zip(keys, responses) if k not in known}
         self.stats.calls_cached += len(keys) - len(todo)
         if todo:
-            self._check_budget(len(todo))
+            self.budget.spend(self.judge.name, len(todo))
             started = time.perf_counter()
             fresh = self.judge.score(prompt, list(todo.values()))
             self.stats.seconds += time.perf_counter() - started
@@ -115,13 +147,6 @@ class Referee:
             known.update(zip(todo, fresh))
             self.stats.calls_made += len(todo)
         return [known[k] for k in keys]
-
-    def _check_budget(self, wanted: int) -> None:
-        if self.max_calls is not None and self.stats.calls_made + wanted > self.max_calls:
-            raise BudgetExhausted(
-                f"judge {self.judge.name}: call budget of {self.max_calls} reached "
-                f"({self.stats.calls_made} made); rerun with a larger --max-calls to continue"
-            )
 
     def play(self, matches: Sequence[Match]) -> list[MatchResult]:
         """Both orders (times ``samples``) of every match, asked as one batch, merged by the tie rule."""

@@ -23,7 +23,7 @@ from bon.config import StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.progress import note
-from bon.referee import Referee
+from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
 from bon.stages.analyse import results_table
 from bon.stages.generate import generate
@@ -45,6 +45,7 @@ class StudyOutcome:
     results: pd.DataFrame
     correlations: pd.DataFrame
     stats: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None  # why the study stopped early (a call budget), if it did
 
 
 def versions() -> dict[str, str]:
@@ -109,24 +110,51 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     lap("preference_set")
 
     store = JudgmentStore(run.store)
+    budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
     judge_stats: dict[str, Any] = {}
     picks: list[dict[str, Any]] = []
+    stopped = None
     try:
         for judge in judges:
-            referee = Referee(judge, store, samples=cfg.samples, max_calls=cfg.max_calls, seed=cfg.seed)
-            accuracies[judge.name], bench = judge_preference_set(run, referee, list(pair_counts))
-            after_bench = referee.stats.as_dict()
-            picks += select(referee, strategy, bon_prompts, candidates, cfg.seed)
-            judge_stats[judge.name] = {**referee.stats.as_dict(), "mmrb2": {**after_bench, "tasks": bench}}
+            started = time.perf_counter()
+            bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+            select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+            accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
+            judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
+            accuracies[judge.name] = accuracy
+            picks += judge_picks
+            judge_stats[judge.name] = {
+                **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
+                "wall_seconds": round(time.perf_counter() - started, 2),
+                "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
+                "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
+            }
+    except BudgetExhausted as exc:
+        stopped = str(exc)
+        note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         store.close()
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     results = results_table(picks, scores, accuracies, cfg.n)
-    outcome = analyse(run, cfg, results, timings, judge_stats, pair_counts)
+    outcome = analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped)
     return outcome
+
+
+def _total(*parts: dict[str, Any]) -> dict[str, Any]:
+    """Sum the numeric counters of several CallStats dicts (reasons merged)."""
+    total: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                merged = total.setdefault(key, {})
+                for k, v in value.items():
+                    merged[k] = merged.get(k, 0) + v
+            else:
+                total[key] = round(total.get(key, 0) + value, 6)
+    return total
 
 
 def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
@@ -144,7 +172,8 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     return accuracy, detail
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict) -> StudyOutcome:
+def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict,
+            stopped: str | None = None) -> StudyOutcome:
     from analysis.correlation import correlation_table
     from analysis.plots import correlation_figure
     from analysis.report import write_report
@@ -160,6 +189,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "seed": cfg.seed,
         "preference_pairs": pair_counts,
         "timings_s": timings,
+        "stopped": stopped,
         "versions": versions(),
     }
     write_json(run.stats, stats)
@@ -176,7 +206,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "stats": judge_stats,
     }
     write_report(run.root, results, correlations, context)
-    return StudyOutcome(run, results, correlations, stats)
+    return StudyOutcome(run, results, correlations, stats, stopped)
 
 
 def _json_line(record: dict[str, Any]) -> str:

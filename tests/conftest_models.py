@@ -114,10 +114,9 @@ def build_chat_lm(folder: Path) -> None:
 def build_llava(folder: Path) -> None:
     """A tiny LLaVA (CLIP vision + Llama) with a byte tokenizer: AutoModelForImageTextToText + AutoProcessor."""
     import torch
-    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlamaConfig, LlamaTokenizer, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
-
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"]
     vocab = byte_vocab(specials)
@@ -127,7 +126,6 @@ def build_llava(folder: Path) -> None:
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                   additional_special_tokens=["<|im_start|>", "<image>"])
     tok.chat_template = CHAT_TEMPLATE
-    del LlamaTokenizer
     image_size, patch = 32, 8
     proc = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": image_size},
                                                                 crop_size={"height": image_size, "width": image_size}),

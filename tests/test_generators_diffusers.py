@@ -34,6 +34,18 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 # --- helpers --------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and on a shared 2-core machine threads only contend."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+
 def write_suite(folder: Path, prompts: list[dict]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "suite.jsonl"
@@ -299,3 +311,5 @@ def test_interleaved_with_a_real_tiny_language_model(tmp_path, tiny_sd, tiny_cha
         assert isinstance(c.provenance["plan"], str) and c.provenance["planner"]["class"] == "Qwen2ForCausalLM"
         assert all(kind in ("text", "image") for kind in (it.kind for it in c.content))
     assert cands[0].provenance["plan"] != cands[1].provenance["plan"], "temperature and seeds make candidates differ"
+    again = generate_command("interleaved", opts, suite, 2, tmp_path / "again", None, 5, None)
+    assert Path(again["candidates"]).read_bytes() == Path(summary["candidates"]).read_bytes(), "same seeds, same plans"

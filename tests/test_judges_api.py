@@ -6,6 +6,7 @@ missing key variable. Also: the paper's judge config lists only valid judges and
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import socket
@@ -18,20 +19,20 @@ import pytest
 import yaml
 from PIL import Image
 
-pytest.importorskip("openai")
+from bon import registry
+from bon.cli import main
+from bon.content import Candidate, Content, Prompt
+from bon.errors import BonError
+from bon.protocol import Comparison
+from bon.referee import Referee
+from bon.selection import run_selection
+from bon.selection.knockout import Knockout
+from bon.store import JudgmentStore
+from judges._http import RetryPolicy, parse_retry_after, redact
+from judges.openai_compatible import OpenAICompatibleJudge
+from tiny_models import build_bench
 
-from bon import registry  # noqa: E402
-from bon.cli import main  # noqa: E402
-from bon.content import Candidate, Content, Prompt  # noqa: E402
-from bon.errors import BonError  # noqa: E402
-from bon.protocol import Comparison  # noqa: E402
-from bon.referee import Referee  # noqa: E402
-from bon.selection import run_selection  # noqa: E402
-from bon.selection.knockout import Knockout  # noqa: E402
-from bon.store import JudgmentStore  # noqa: E402
-from judges._http import RetryPolicy, parse_retry_after, redact  # noqa: E402
-from judges.openai_compatible import OpenAICompatibleJudge  # noqa: E402
-from tiny_models import build_bench  # noqa: E402
+needs_openai = pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="the openai package is not installed")
 
 KEY = "sk-test-Zq8v1t9KEYMATERIAL-do-not-leak-4242"
 KEY_ENV = "BON_TEST_JUDGE_KEY"
@@ -159,6 +160,7 @@ def grep_tree(folder: Path, needle: str) -> list[str]:
     return [str(p) for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
+@needs_openai
 def test_cli_judges_with_retries_garbage_and_failures_and_never_writes_the_key(server, tmp_path, capsys):
     cases = ["good", "fenced", "garbage", "ratelimit", "error500", "timeout", "down", "echo-key"]
     bench = build_bench(tmp_path / "bench", n_pairs=len(cases), texts=[f"a red square case:{c} please" for c in cases])
@@ -211,6 +213,7 @@ def test_cli_judges_with_retries_garbage_and_failures_and_never_writes_the_key(s
     assert set(server.cases[before:]) == {"down"}
 
 
+@needs_openai
 def test_concurrency_stays_within_the_limit(server):
     judge = OpenAICompatibleJudge(model="judge-model", **fast_options(server, concurrency=3, timeout=5))
     prompt = Prompt("p", "t2i", Content.of("a slow one case:slow"))
@@ -224,6 +227,7 @@ def test_concurrency_stays_within_the_limit(server):
     assert judge.totals["requests"] == 12 and judge.totals["cost_usd"] == pytest.approx(12 * 0.00325)
 
 
+@needs_openai
 def test_images_are_sent_in_order_as_resized_data_urls(server):
     judge = OpenAICompatibleJudge(model="judge-model", **fast_options(server, max_image_side=64))
     prompt = Prompt("p", "edit", Content.of("make it blue", Image.new("RGB", (300, 200), "red")))
@@ -246,6 +250,7 @@ def test_images_are_sent_in_order_as_resized_data_urls(server):
     assert judge.judge([Comparison(prompt, a, b, 0)])[0].better == "A" and server.images == 4
 
 
+@needs_openai
 def test_api_judge_in_a_knockout(server, tmp_path):
     judge = registry.create("judge", "openai-compatible:judge-model", name="api", **fast_options(server))
     prompt = Prompt("p", "reasoning", Content.of("what is 2+2?"))
@@ -259,6 +264,7 @@ def test_api_judge_in_a_knockout(server, tmp_path):
     assert grep_tree(tmp_path, KEY) == []
 
 
+@needs_openai
 def test_identity_holds_settings_not_secrets(server):
     judge = OpenAICompatibleJudge(model="judge-model", **fast_options(server, temperature=0.0))
     ident = judge.identity()
@@ -271,6 +277,7 @@ def test_identity_holds_settings_not_secrets(server):
     assert OpenAICompatibleJudge(model="judge-model", **fast_options(server, max_image_side=256)).identity() != ident
 
 
+@needs_openai
 def test_refused_connection_is_a_one_line_error_at_construction(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(KEY_ENV, KEY)
     url = refused_url()
@@ -290,6 +297,7 @@ def test_refused_connection_is_a_one_line_error_at_construction(monkeypatch, tmp
     assert v.better is None and v.transient and "gave up after 2 attempts" in v.missing
 
 
+@needs_openai
 def test_missing_key_variable_is_a_one_line_error_before_any_request(monkeypatch, tmp_path, capsys):
     monkeypatch.delenv("BON_NO_SUCH_KEY", raising=False)
     bench = build_bench(tmp_path / "bench", n_pairs=1)
@@ -302,6 +310,7 @@ def test_missing_key_variable_is_a_one_line_error_before_any_request(monkeypatch
     OpenAICompatibleJudge(model="m", base_url=refused_url(), api_key_env=None, preflight=False)
 
 
+@needs_openai
 def test_rejected_key_at_preflight(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
 

@@ -185,3 +185,14 @@ def test_bad_options_fail_at_construction(llava):
         TransformersVlmJudge(model=str(llava), mode="vibes")
     with pytest.raises(BonError, match="model' is required"):
         TransformersVlmJudge()
+
+
+def test_study_config_entry_builds_the_judge_under_its_label(llava, tmp_path):
+    from bon.config import parse_config
+
+    cfg = parse_config({"out": str(tmp_path / "run"), "generators": ["synthetic"],
+                        "judges": [{"name": f"transformers-vlm:{llava}", "label": "tiny-vlm", "options": {"mode": "logits", "batch_size": 4}}]},
+                       where="study.yaml")
+    judge = cfg.judges[0].create("judge")
+    assert isinstance(judge, TransformersVlmJudge) and judge.name == "tiny-vlm" and judge.batch_size == 4
+    assert judge.identity()["name"] == "tiny-vlm" and judge.identity()["model"] == str(llava)

@@ -2,7 +2,7 @@ import pytest
 
 from bon.content import Candidate, Content
 from bon.protocol import Verdict, decide_match
-from bon.referee import BudgetExhausted, Referee
+from bon.referee import Budget, BudgetExhausted, Referee
 from bon.selection import run_selection
 from bon.selection.knockout import Knockout
 from bon.store import JudgmentStore
@@ -90,7 +90,7 @@ def test_unparseable_answers_are_missing_not_votes(tmp_path, number_prompt):
 
 def test_budget_stops_cleanly_and_keeps_work(tmp_path, order_judge, number_prompt):
     path = tmp_path / "j.sqlite"
-    referee = Referee(order_judge, JudgmentStore(path), max_calls=10)
+    referee = Referee(order_judge, JudgmentStore(path), budget=Budget(10))
     with pytest.raises(BudgetExhausted):
         run_selection(Knockout(), referee, [(number_prompt, _cands(range(8)))])
     assert JudgmentStore(path).count() == 8  # the first round (8 calls) is kept; round two would exceed 10
