@@ -88,6 +88,82 @@ def _fmt(v: float, spec: str = ".3f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def _study_judge_and_strategy(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...]):
+    from bon import registry
+    from bon.store import JudgmentStore
+    from bon.study import load_study
+
+    study = load_study(run_dir)
+    judge = study.judge(judge_spec)
+    strategy = registry.create("strategy", strategy_spec, **_parse_options(options))
+    return study, judge, strategy, JudgmentStore(study.run.store)
+
+
+@app.command()
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A finished study folder.")
+@click.option("--judge", "judge_spec", required=True, help="A judge label of the study, or a registered judge spec.")
+@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, help="knockout, round-robin, pointwise...")
+@click.option("--n", "n", type=click.IntRange(min=1), default=None, help="Use only the first n candidates of each prompt.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Strategy option, e.g. aggregate=borda.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write calls and picks as JSON.")
+def select(run_dir: Path, judge_spec: str, strategy_spec: str, n: Optional[int], options: tuple[str, ...], json_out: Optional[Path]) -> None:
+    """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
+    from bon.referee import Referee
+    from bon.runfolder import write_json, write_text
+    from bon.stages.analyse import results_table
+    from bon.stages.select import select as select_stage
+
+    study, judge, strategy, store = _study_judge_and_strategy(run_dir, judge_spec, strategy_spec, options)
+    candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
+    try:
+        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+        started = time.perf_counter()
+        picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
+        wall = time.perf_counter() - started
+    finally:
+        store.close()
+    label = f"{judge.name}__{strategy.name}" + (f"__n{n}" if n else "")
+    write_text(study.run.root / "picks" / f"{label}.jsonl", "".join(json.dumps(p) + "\n" for p in picks))
+    table = results_table(picks, study.scores, {}, n or study.cfg.n)
+    s = referee.stats
+    out.print(f"{'task':<12}{'generator':<11}{'BoN score':>10}{'random':>8}{'oracle':>8}{'calls':>8}")
+    for r in table.itertuples():
+        out.print(f"{r.task:<12}{r.generator:<11}{_fmt(r.bon_score):>10}{_fmt(r.random_score):>8}{_fmt(r.oracle_score):>8}{r.judge_calls:>8}")
+    out.print(f"{judge.name} / {strategy.name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
+              f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s")
+    if json_out:
+        write_json(json_out, {"judge": judge.name, "strategy": strategy.name, "n": n or study.cfg.n,
+                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
+                              "results": table.to_dict(orient="records"), "picks": picks})
+
+
+@app.command()
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A finished study folder.")
+@click.option("--judge", "judge_spec", required=True, help="A judge label of the study, or a registered judge spec.")
+@click.option("--strategy", "strategy_spec", default="knockout", show_default=True)
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Strategy option.")
+@click.option("--subsets", type=click.IntRange(min=1), default=20, show_default=True, help="Random n-subsets per prompt.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write the curve as JSON.")
+def curve(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...], subsets: int, json_out: Optional[Path]) -> None:
+    """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
+    from bon.referee import Referee
+    from bon.runfolder import write_json
+    from bon.stages.curves import bon_curve
+
+    study, judge, strategy, store = _study_judge_and_strategy(run_dir, judge_spec, strategy_spec, options)
+    try:
+        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+        rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
+    finally:
+        store.close()
+    out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
+    for r in rows:
+        out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
+                  f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}")
+    if json_out:
+        write_json(json_out, {"judge": judge.name, "strategy": strategy.name, "subsets": subsets, "curve": rows})
+
+
 @mmrb2_app.command("accuracy")
 @click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Folder with t2i.json ... (or *_response_only.json).")
 @click.option("--task", required=True, help="image, edit, interleaved, reasoning or all.")

@@ -31,7 +31,7 @@ from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
 from bon.stages.prompts import prepare_prompts, split
 from bon.stages.select import select
-from bon.stages.verify import verify
+from bon.stages.verify import load_scores, verify
 from bon.store import JudgmentStore
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
@@ -155,6 +155,47 @@ def _total(*parts: dict[str, Any]) -> dict[str, Any]:
             else:
                 total[key] = round(total.get(key, 0) + value, 6)
     return total
+
+
+@dataclass
+class FinishedStudy:
+    """What later commands (``bon select``, ``bon curve``) read back from a run folder."""
+
+    run: RunFolder
+    cfg: StudyConfig
+    prompts: list[Prompt]  # the Best-of-N prompts
+    candidates: dict[str, dict[str, list[Candidate]]]  # generator -> prompt id -> candidates
+    scores: dict
+
+    def judge(self, spec: str, options: dict[str, Any] | None = None) -> Any:
+        """A judge by its label in the study's config, else by registry spec."""
+        for j in self.cfg.judges:
+            if j.label == spec and not options:
+                return j.create("judge")
+        return registry.create("judge", spec, **(options or {}))
+
+
+def load_study(run_dir) -> FinishedStudy:
+    from bon.config import parse_config
+    from bon.stages.generate import load_done
+
+    run = RunFolder(run_dir)
+    if not run.config.exists() or not run.prompts.exists():
+        raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` or `bon demo` first")
+    study = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}).get("study")
+    if not isinstance(study, dict):
+        raise BonError(f"{run.config}: no 'study' section")
+    cfg = parse_config({k: v for k, v in study.items() if v is not None}, where=str(run.config))
+    prompts, _ = split(prepare_prompts(run, cfg))
+    candidates = {}
+    for g in cfg.generators:
+        done = load_done(run, g.label, cfg.n)
+        missing = [p.id for p in prompts if p.id not in done]
+        if missing:
+            raise BonError(f"{run.candidates(g.label)}: no complete candidates for prompt {missing[0]} "
+                           f"({len(missing)} prompts unfinished); rerun the study first")
+        candidates[g.label] = {p.id: done[p.id] for p in prompts}
+    return FinishedStudy(run, cfg, prompts, candidates, load_scores(run))
 
 
 def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> tuple[dict[str, float], dict[str, Any]]:

@@ -104,3 +104,36 @@ def test_random_judge_is_chance_level(demo_run):
     best = results[results.judge == "scene-full"]
     assert best.mmrb2_accuracy.mean() > rnd.mmrb2_accuracy.mean() + 15
     assert (best.bon_score - best.random_score).mean() > (rnd.bon_score - rnd.random_score).mean()
+
+
+def test_select_round_robin_reuses_knockout_judgments(demo_run, tmp_path):
+    out = tmp_path / "rr.json"
+    assert main(["select", "--run", str(demo_run), "--judge", "scene-full", "--strategy", "round-robin", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    n, groups = 4, 2 * 4 * 3  # N; generators x tasks x prompts
+    assert data["calls_made"] + data["calls_cached"] == groups * n * (n - 1)
+    # the knockout's 2(N-1) per group come from the store; identical candidates are asked only once
+    assert data["calls_cached"] >= groups * 2 * (n - 1)
+    assert data["calls_made"] <= groups * (n * (n - 1) - 2 * (n - 1))
+    assert len(data["picks"]) == groups
+    assert (demo_run / "picks" / "scene-full__round-robin.jsonl").exists()
+    assert main(["select", "--run", str(demo_run), "--judge", "scene-full", "--strategy", "round-robin", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["calls_made"] == 0
+
+
+def test_curve_runs_from_stored_judgments(demo_run, tmp_path):
+    out = tmp_path / "curve.json"
+    assert main(["curve", "--run", str(demo_run), "--judge", "scene-full", "--subsets", "3", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["curve"]
+    assert sorted({r["n"] for r in rows}) == [1, 2, 4]
+    for r in rows:
+        assert r["random_score"] - 1e-9 <= r["oracle_score"]
+        if r["n"] == 1:
+            assert r["bon_score"] == pytest.approx(r["random_score"]) and r["extra_calls"] == 0
+        if r["n"] == 4:
+            assert r["extra_calls"] == 0  # the full tournament is already stored
+
+
+def test_select_on_a_folder_that_is_no_study(tmp_path, capsys):
+    assert main(["select", "--run", str(tmp_path), "--judge", "random"]) == 2
+    assert "not a study folder" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bon.content import TASKS
 from bon.stages.verify import ScoreKey
 
 RESULT_COLUMNS = [
@@ -43,7 +44,8 @@ def results_table(
     for pk in picks:
         groups[(pk["task"], pk["generator"], pk["judge"], pk["strategy"])].append(pk)
     rows = []
-    for (task, gen, judge, strategy), mine in sorted(groups.items()):
+    order = {t: i for i, t in enumerate(TASKS)}
+    for (task, gen, judge, strategy), mine in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0])):
         picked = [scores.get((gen, pk["prompt_id"], pk["index"]), {}).get("score") for pk in mine]
         valid = [s for s in picked if s is not None]
         random_score, oracle_score = candidate_baselines(scores, [pk["prompt_id"] for pk in mine], gen, n)
