@@ -1,0 +1,87 @@
+"""How much does batching save a transformers-vlm judge? 8 comparisons in one padded forward pass
+versus 8 passes of one comparison each, in logits mode (the one-pass mode) by default.
+
+    python benchmarks/vlm_batching.py                       # a tiny random LLaVA built on the fly (CPU)
+    python benchmarks/vlm_batching.py --model Qwen/Qwen3-VL-8B-Instruct --device cuda --dtype bfloat16
+
+Prints the median wall time of each way over ``--repeats`` runs and the ratio single / batched.
+Each run uses fresh images, so nothing is cached between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def comparisons(n: int, run: int):
+    from PIL import Image
+
+    from bon.content import Content, Prompt
+    from bon.protocol import Comparison
+
+    prompt = Prompt(f"bench{run}", "t2i", Content.of(f"a red square above a blue circle, take {run}"))
+    out = []
+    for i in range(n):
+        a = Content.of(Image.new("RGB", (256, 256), (200, (20 * i + run) % 256, 0)))
+        b = Content.of("Here is the image:", Image.new("RGB", (256, 192), (0, 0, (25 * i + run) % 256)))
+        out.append(Comparison(prompt, a, b, 0))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="hub id or folder (default: a tiny random LLaVA)")
+    ap.add_argument("--mode", default="logits", choices=["logits", "generate"])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--n", type=int, default=8, help="comparisons per measurement")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    args = ap.parse_args()
+
+    import torch
+
+    from judges.transformers_vlm import TransformersVlmJudge
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model
+        if model is None:
+            from tiny_models import build_tiny_llava
+
+            model = str(build_tiny_llava(Path(tmp) / "tiny-llava"))
+        common = dict(model=model, mode=args.mode, device=args.device, dtype=args.dtype, max_new_tokens=args.max_new_tokens)
+        batched = TransformersVlmJudge(batch_size=args.n, **common)
+        single = TransformersVlmJudge(batch_size=1, **common)
+        single.backend._model = batched.backend.model  # one copy of the weights serves both
+        sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+        batched.judge(comparisons(args.n, -1))  # warm-up: weights, kernels, tokenizer caches
+        single.judge(comparisons(1, -2))
+        times = {"batched": [], "single": []}
+        for run in range(args.repeats):
+            for way, judge in (("batched", batched), ("single", single)):
+                comps = comparisons(args.n, run * 2 + (way == "single"))
+                sync()
+                started = time.perf_counter()
+                judge.judge(comps)
+                sync()
+                times[way].append(time.perf_counter() - started)
+        tb, ts = statistics.median(times["batched"]), statistics.median(times["single"])
+        print(f"model {model if args.model else 'tiny random LLaVA'}  mode {args.mode}  device {batched.backend.device}  "
+              f"dtype {batched.backend.dtype_name}  torch threads {torch.get_num_threads()}")
+        print(f"{args.n} comparisons, one batched pass : {tb * 1000:8.1f} ms (median of {args.repeats})")
+        print(f"{args.n} comparisons, {args.n} single passes  : {ts * 1000:8.1f} ms")
+        print(f"ratio single / batched            : {ts / tb:8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
