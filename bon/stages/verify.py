@@ -32,6 +32,8 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
 
 
 def _safe_score(verifier: Verifier, prompt: Prompt, cand: Candidate) -> Score:
+    if cand.provenance.get("missing"):  # the generator failed on this candidate
+        return Score(None, missing=f"no candidate: {cand.provenance['missing']}")
     try:
         return verifier.score(prompt, cand)
     except Exception as exc:  # a grading failure is data, never a zero and never a crash
