@@ -127,12 +127,11 @@ class Content:
             if isinstance(it, TextItem):
                 out.append(["text", it.text])
                 continue
-            if it.path is None:
+            if it.path is None or (image_dir is not None and not _inside(it.path, base)):
                 if image_dir is None:
                     raise BonError("content holds an unsaved image and no image folder was given")
-                image_dir.mkdir(parents=True, exist_ok=True)
                 target = image_dir / f"{stem}_{n}.png"
-                save_png(it.load(), target)
+                save_png(it.load(), target)  # copied in, so the folder is self-contained
                 it.path = target
             n += 1
             out.append(["image", relative_path(it.path, base)])
@@ -163,6 +162,10 @@ def save_png(image: Image.Image, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     image.save(tmp, format="PNG", compress_level=1)
     tmp.replace(path)
+
+
+def _inside(path: Path, base: Path) -> bool:
+    return Path(path).resolve().is_relative_to(base.resolve())
 
 
 def relative_path(path: Path, base: Path) -> str:
