@@ -1,0 +1,176 @@
+"""Small helpers every model-backed generator shares: provenance, library versions, torch device and
+dtype choice, telling a local model folder from a hub id, one-line error text.
+
+Nothing heavy is imported at module import: torch is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import re
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
+
+from bon.errors import BonError
+
+T = TypeVar("T")
+
+# Packages whose versions go into every candidate's provenance (those that are installed).
+VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "tokenizers", "openai", "pillow")
+
+DTYPES = {
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+}
+
+
+def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def one_line(exc: BaseException | str, limit: int = 300) -> str:
+    """The first non-empty line of an exception message, shortened: fit for a BonError or a reason."""
+    text = str(exc) if not isinstance(exc, BaseException) else (str(exc) or type(exc).__name__)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else text.strip()
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    size = max(1, int(size))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def positive_int(value: Any, what: str, allow_none: bool = True) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BonError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def number(value: Any, what: str, allow_none: bool = True) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BonError(f"{what} must be a number, got {value!r}")
+    return float(value)
+
+
+# --- models: local folder or hub id -----------------------------------------------------------
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def model_location(model: Any, what: str) -> tuple[str, str]:
+    """``("local", resolved folder)`` or ``("hub", id)``; a path that does not exist is a one-line BonError.
+
+    Anything that exists on disk is a local folder; a string shaped like ``org/name`` (or ``name``) is a
+    hub id; anything else (``./x``, ``/abs/x``, ``~/x``, ``a/b/c``) is a path that was not found.
+    """
+    if not isinstance(model, (str, Path)) or not str(model).strip():
+        raise BonError(f"{what}: option 'model' (a hub id or a local folder) is required")
+    text = str(model).strip()
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise BonError(f"{what}: model path {text} is a file; expected a model folder")
+        return "local", str(path.resolve())
+    if _HUB_ID.match(text) and not text.startswith("."):
+        return "hub", text
+    raise BonError(f"{what}: model path {text} not found")
+
+
+def snapshot_revision(model: str, filename: str, revision: str | None) -> str | None:
+    """The commit hash of a hub model when it can be read from the local cache, else the revision asked for."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(model, filename, revision=revision)
+    except Exception:  # noqa: BLE001 - provenance is best effort
+        return revision
+    if isinstance(hit, str):
+        parts = Path(hit).parts
+        if "snapshots" in parts:
+            i = parts.index("snapshots")
+            if i + 1 < len(parts):
+                return parts[i + 1]
+    return revision
+
+
+def revision_of_folder(folder: str) -> str | None:
+    """A local folder inside a hub cache (``.../snapshots/<commit>/``) knows its commit."""
+    parts = Path(folder).parts
+    if "snapshots" in parts:
+        i = parts.index("snapshots")
+        if i + 1 < len(parts):
+            return parts[i + 1]
+    return None
+
+
+# --- torch ------------------------------------------------------------------------------------
+
+
+def resolve_device(device: str | None) -> str:
+    import torch
+
+    name = (device or "auto").strip()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return "mps"
+        return "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise BonError(f"device {name!r} asked for, but torch sees no CUDA device (use device: cpu or auto)")
+    return name
+
+
+def resolve_dtype(dtype: str | None, device: str) -> Any:
+    """A torch dtype from a name; ``auto`` is bfloat16 on CUDA (float16 without bf16 support), else float32."""
+    import torch
+
+    name = (dtype or "auto").strip().lower()
+    if name == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if name not in DTYPES:
+        raise BonError(f"dtype {dtype!r} not known (use auto, float32, float16 or bfloat16)")
+    return getattr(torch, DTYPES[name])
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """No diffusers/transformers/huggingface_hub tqdm bars while a model loads (they would tear bon's
+    progress bar); each library's own setting is restored afterwards."""
+    restore = []
+    for module in ("diffusers.utils.logging", "transformers.utils.logging", "huggingface_hub.utils"):
+        try:
+            mod = importlib.import_module(module)
+            enabled = mod.is_progress_bar_enabled() if hasattr(mod, "is_progress_bar_enabled") else mod.are_progress_bars_disabled() is False
+        except Exception:  # noqa: BLE001 - library absent or API changed: leave it alone
+            continue
+        if enabled:
+            mod.disable_progress_bar() if hasattr(mod, "disable_progress_bar") else mod.disable_progress_bars()
+            restore.append(mod)
+    try:
+        yield
+    finally:
+        for mod in restore:
+            mod.enable_progress_bar() if hasattr(mod, "enable_progress_bar") else mod.enable_progress_bars()

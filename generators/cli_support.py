@@ -1,0 +1,174 @@
+"""``bon generate``: N candidates per prompt of a suite from one generator, into a resumable run folder.
+
+The CLI calls :func:`generate_command`; it reuses the study's generate stage
+(:func:`bon.stages.generate.generate`), so candidates land where a study expects them
+(``<out>/candidates/<label>/candidates.jsonl`` and ``images/``), prompts already complete are skipped,
+and a prompt cut off midway is redone. The settings that fix the candidates (generator, options,
+seed, N) are recorded in ``<out>/candidates/<label>/generate.json``; resuming with other ones is refused,
+except for settings that do not change what is generated (batch size, device placement, API
+concurrency and retry settings). The prompts are copied beside the candidates
+(``prompts.jsonl`` + ``inputs/``) so the folder stands on its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bon import registry
+from bon.content import Content, ImageItem, Prompt, append_jsonl, load_prompts, read_jsonl
+from bon.errors import BonError
+from bon.runfolder import RunFolder, write_json
+from bon.stages.generate import generate, load_done
+
+# options that change how fast or where candidates are made, not what they are
+RUNTIME_OPTIONS = frozenset({"batch_size", "device", "cpu_offload", "max_concurrency", "retries", "timeout",
+                             "backoff", "max_backoff", "max_retry_after", "label"})
+
+
+def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, n: int, out: Path,
+                     batch_size: int | None = None, seed: int = 0, limit: int | None = None) -> dict[str, Any]:
+    """Generate (or finish generating) N candidates per suite prompt; returns a summary for the CLI.
+
+    ``options`` are the generator's options (``--option k=v``, values already parsed); ``label`` among
+    them names the candidates' folder (default: the generator's registered name).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise BonError(f"--n must be at least 1, got {n!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise BonError(f"--batch-size must be at least 1, got {batch_size!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise BonError(f"--limit must be at least 1, got {limit!r}")
+    suite = Path(suite)
+    if not suite.is_file():
+        raise BonError(f"{suite}: suite file not found")
+    run = open_run_folder(Path(out))
+    prompts = load_prompts(suite)
+    if limit is not None:
+        prompts = prompts[:limit]
+    if not prompts:
+        raise BonError(f"{suite}: the suite holds no prompts")
+
+    options = dict(options or {})
+    name, _ = registry.parse_spec(generator_spec)
+    label = str(options.pop("label", None) or name)
+    factory = registry.resolve("generator", name)
+    if batch_size is not None:
+        if not accepts(factory, "batch_size"):
+            raise BonError(f"--batch-size: generator {name!r} does not batch (drop the option)")
+        options["batch_size"] = batch_size
+    record = {"generator": generator_spec, "options": options, "seed": seed, "n": n}
+    record_file = run.candidates_dir(label) / "generate.json"
+    check_record(record_file, record)
+
+    generator = registry.create("generator", generator_spec, name=label, **options)
+    validate = getattr(generator, "validate", None)
+    if callable(validate):
+        validate(prompts, n)
+    write_json(record_file, {**record, "options": redacted(options), "identity": safe_identity(generator)})
+    prompts_file = copy_prompts(prompts, run.candidates_dir(label))
+
+    before = set(load_done(run, label, n))
+    started = time.perf_counter()
+    result = generate(run, generator, prompts, n, seed)
+    seconds = time.perf_counter() - started
+    missing = sum(1 for cands in result.values() for c in cands if c.provenance.get("missing"))
+    skipped = sum(1 for p in prompts if p.id in before)
+    return {
+        "generator": label,
+        "spec": generator_spec,
+        "out": str(run.root),
+        "candidates": str(run.candidates(label)),
+        "prompts_file": str(prompts_file),
+        "prompts": len(prompts),
+        "n": n,
+        "skipped_prompts": skipped,
+        "generated_prompts": len(prompts) - skipped,
+        "missing_candidates": missing,
+        "seconds": round(seconds, 2),
+    }
+
+
+def open_run_folder(out: Path) -> RunFolder:
+    """A run folder we can really write to (``os.access`` says yes to root even on a read-only mount)."""
+    if out.exists() and not out.is_dir():
+        raise BonError(f"{out}: output path is a file, not a folder")
+    run = RunFolder(out)
+    probe = out / f".bon-write-test-{uuid.uuid4().hex}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise BonError(f"{out}: output folder is not writable ({exc.strerror or exc})") from None
+    return run
+
+
+def accepts(factory: Any, option: str) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return True
+    return option in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def frozen(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "options": {k: v for k, v in record["options"].items() if k not in RUNTIME_OPTIONS}}
+
+
+def check_record(path: Path, record: dict[str, Any]) -> None:
+    if not path.exists():
+        return
+    import json
+
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a damaged record: the candidates themselves still decide what is done
+    old_f, new_f = frozen({k: old.get(k) for k in record} | {"options": old.get("options") or {}}), frozen(record)
+    changed = [k for k in ("generator", "options", "seed", "n") if old_f.get(k) != new_f.get(k)]
+    if changed:
+        raise BonError(f"{path}: these candidates were generated with other {', '.join(changed)}; "
+                       "use a new --out folder or a new label (or the same settings to resume)")
+
+
+def redacted(options: dict[str, Any]) -> dict[str, Any]:
+    """Options as recorded: a value under a key that looks like a secret is never written."""
+    def clean(value: Any, key: str = "") -> Any:
+        low = key.lower()
+        if any(word in low for word in ("api_key", "token", "secret", "password")) and not low.endswith("_env"):
+            return "***"
+        if isinstance(value, dict):
+            return {k: clean(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+    return clean(options)
+
+
+def safe_identity(generator: Any) -> Any:
+    try:
+        return redacted(generator.identity())
+    except Exception:  # noqa: BLE001 - identity is informative only
+        return {"name": getattr(generator, "name", "?")}
+
+
+def copy_prompts(prompts: list[Prompt], folder: Path) -> Path:
+    """``prompts.jsonl`` (+ ``inputs/``) beside the candidates; rewritten only when the prompt list changed."""
+    target = folder / "prompts.jsonl"
+    wanted = [p.id for p in prompts]
+    if target.exists() and [str(r.get("id")) for _, r in read_jsonl(target)] == wanted:
+        return target
+    records = []
+    for p in prompts:
+        items = [ImageItem.from_pil(it.load()) if isinstance(it, ImageItem) else it for it in p.content]
+        copy = Prompt(p.id, p.task, Content(items), dict(p.metadata))
+        records.append(copy.to_json(folder, folder / "inputs"))
+    tmp = target.with_name("prompts.jsonl.tmp")
+    tmp.unlink(missing_ok=True)
+    append_jsonl(tmp, records)
+    os.replace(tmp, target)
+    return target
