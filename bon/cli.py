@@ -88,6 +88,24 @@ def _fmt(v: float, spec: str = ".3f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+@app.command()
+@click.option("--generator", "generator_spec", required=True, help="Registered generator, e.g. diffusers-t2i:PATH_OR_HUB_ID.")
+@click.option("--suite", type=click.Path(path_type=Path), required=True, help="Prompts as JSONL (bon content model).")
+@click.option("--n", "n", type=int, required=True, help="Candidates per prompt.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Output folder (resumable).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Images per pipeline call.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first M prompts.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Generator option (YAML value), repeatable.")
+def generate(generator_spec: str, suite: Path, n: int, out_dir: Path, batch_size: Optional[int], seed: int,
+             limit: Optional[int], options: tuple[str, ...]) -> None:
+    """Sample N candidates per prompt of a suite; prompts already done are skipped."""
+    from generators.cli_support import generate_command
+
+    summary = generate_command(generator_spec, _parse_options(options), suite, n, out_dir, batch_size, seed, limit)
+    out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+
+
 def _study_judge_and_strategy(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...]):
     from bon import registry
     from bon.store import JudgmentStore
