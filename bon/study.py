@@ -106,7 +106,8 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
     pair_counts = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, scores, cfg.preference, cfg.seed)
-    note(f"[bold]preference set[/]: {', '.join(f'{t} {k} pairs' for t, k in pair_counts.items())}")
+    note(f"[bold]preference set[/]: {', '.join(f'{t} {k} pairs' for t, k in pair_counts.items())}" if pair_counts else
+         "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
     store = JudgmentStore(run.store)
