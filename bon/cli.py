@@ -247,6 +247,18 @@ def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, sam
               f"(calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing})")
 
 
+@mmrb2_app.command("fetch")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder to write.")
+@click.option("--task", "tasks", multiple=True, type=click.Choice(["t2i", "edit", "interleaved", "reasoning"]),
+              help="Only these tasks (default: all four).")
+def mmrb2_fetch(out_dir: Path, tasks: tuple[str, ...]) -> None:
+    """Download the MMRB2 release from the Hugging Face hub into the official folder layout."""
+    from analysis.mmrb2_fetch import fetch
+
+    counts = fetch(out_dir, tasks or ("t2i", "edit", "interleaved", "reasoning"))
+    out.print(", ".join(f"{t}: {k} pairs" for t, k in counts.items()) + f" -> {out_dir}")
+
+
 @mmrb2_app.command("report")
 @click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
 @click.option("--predictions", type=click.Path(path_type=Path), multiple=True,

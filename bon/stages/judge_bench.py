@@ -25,10 +25,18 @@ def pair_comparisons(pair: Pair, task: str, bench_dir: Path, samples: int) -> li
     if pair.prompt_content is None:
         raise BonError(f"pair {pair.id}: no prompt_content; judging needs the full release, not *_response_only.json")
     where = f"pair {pair.id}"
-    prompt = Prompt(pair.id, task, Content.from_json(pair.prompt_content, bench_dir / "input_images", f"{where} prompt"), dict(pair.prompt_metadata))
-    a = Content.from_json(pair.response_a, bench_dir / "images", f"{where} response_a")
-    b = Content.from_json(pair.response_b, bench_dir / "images", f"{where} response_b")
+    prompt = Prompt(pair.id, task, _content(pair.prompt_content, bench_dir, "input_images", f"{where} prompt"), dict(pair.prompt_metadata))
+    a = _content(pair.response_a, bench_dir, "images", f"{where} response_a")
+    b = _content(pair.response_b, bench_dir, "images", f"{where} response_b")
     return [Comparison(prompt, a, b, s) for s in range(samples)] + [Comparison(prompt, b, a, s) for s in range(samples)]
+
+
+def _content(raw: list, bench_dir: Path, folder: str, where: str) -> Content:
+    """Image paths are relative to ``folder`` (``images/`` or ``input_images/``); some copies of the
+    release spell the folder out in the path (``images/x.jpg``), which is accepted too."""
+    prefix = folder + "/"
+    items = [[k, v[len(prefix):]] if k == "image" and isinstance(v, str) and v.startswith(prefix) else [k, v] for k, v in raw]
+    return Content.from_json(items, bench_dir / folder, where)
 
 
 def judgment_entry(verdict: Verdict, evaluator: str) -> dict[str, Any]:
