@@ -14,4 +14,11 @@ PLUGINS = {
     "position-bias": "judges.synthetic.biased:PositionBiasJudge",
     "image-bias": "judges.synthetic.biased:ImageBiasJudge",
     "random": "judges.synthetic.biased:RandomJudge",
+    # real judges: a local chat VLM, any OpenAI-compatible endpoint, reward models (heavy imports are lazy)
+    "transformers-vlm": "judges.transformers_vlm:TransformersVlmJudge",
+    "openai-compatible": "judges.openai_compatible:OpenAICompatibleJudge",
+    "clipscore": "judges.reward_models:ClipScoreJudge",
+    "pickscore": "judges.reward_models:PickScoreJudge",
+    "vqascore": "judges.reward_models:VqaScoreJudge",
+    "reward-model": "judges.reward_models:EntryPointRewardJudge",
 }

@@ -196,3 +196,14 @@ def test_study_config_entry_builds_the_judge_under_its_label(llava, tmp_path):
     judge = cfg.judges[0].create("judge")
     assert isinstance(judge, TransformersVlmJudge) and judge.name == "tiny-vlm" and judge.batch_size == 4
     assert judge.identity()["name"] == "tiny-vlm" and judge.identity()["model"] == str(llava)
+
+
+def test_an_unreadable_image_fails_its_comparison_only(llava, tmp_path):
+    from bon.content import ImageItem
+
+    judge = TransformersVlmJudge(model=str(llava), mode="logits", batch_size=8)
+    comps = comparisons(3)
+    comps[1].b = Content([ImageItem(path=tmp_path / "gone.png")])
+    verdicts = judge.judge(comps)
+    assert verdicts[0].better and verdicts[2].better and judge.forward_batches == [2]
+    assert verdicts[1].better is None and "gone.png: image file not found" in verdicts[1].missing

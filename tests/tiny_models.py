@@ -26,8 +26,9 @@ def byte_vocab(clip: bool = False) -> dict[str, int]:
     return {s: i for i, s in enumerate(symbols)}
 
 
-def build_tiny_llava(folder: Path, seed: int = 0, image_size: int = 32, with_processor: bool = True) -> Path:
-    """A tiny random LLaVA (hidden size 32, two layers each side) saved to ``folder``."""
+def build_tiny_llava(folder: Path, seed: int = 0, image_size: int = 32, with_processor: bool = True,
+                     hidden: int = 32, layers: int = 2) -> Path:
+    """A tiny random LLaVA (by default hidden size 32, two layers each side) saved to ``folder``."""
     import torch
     from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
                               LlavaForConditionalGeneration, LlavaProcessor, Qwen2Tokenizer)
@@ -40,10 +41,10 @@ def build_tiny_llava(folder: Path, seed: int = 0, image_size: int = 32, with_pro
                                vision_feature_select_strategy="default", num_additional_image_tokens=1,
                                chat_template=CHAT_TEMPLATE)
     config = LlavaConfig(
-        vision_config=CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                       image_size=image_size, patch_size=8, projection_dim=32),
-        text_config=LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=8192),
+        vision_config=CLIPVisionConfig(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                                       num_attention_heads=2, image_size=image_size, patch_size=8, projection_dim=hidden),
+        text_config=LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                                num_attention_heads=2, num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=8192),
         image_token_index=tok.convert_tokens_to_ids("<image>"), vision_feature_select_strategy="default",
         vision_feature_layer=-1, pad_token_id=tok.pad_token_id,
     )
