@@ -137,7 +137,6 @@ class OpenAICompatibleJudge(PairwiseJudge):
         sampling = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
                     "reasoning_effort": self.reasoning_effort, "seed": self.seed}
         return {
-            "name": self.name,
             "plugin": self.plugin,
             "version": self.version,
             "model": self.model,

@@ -149,7 +149,7 @@ class ClipScoreJudge(_ImageScorer):
         self._text_cache: dict[str, Any] = {}
 
     def identity(self) -> dict[str, Any]:
-        ident = {"name": self.name, "plugin": self.plugin, "version": self.version, "model": self.model_id,
+        ident = {"plugin": self.plugin, "version": self.version, "model": self.model_id,
                  "revision": self.revision_pin, "dtype": str(self.dtype).replace("torch.", ""),
                  "max_image_pixels": self.max_image_pixels, **self.extra_identity()}
         if self.processor_id != self.model_id:
@@ -265,7 +265,7 @@ class VqaScoreJudge(_ImageScorer):
         self._yes: list[int] | None = None
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, **self.backend.identity(),
+        return {"plugin": self.plugin, "version": self.version, **self.backend.identity(),
                 "question": self.question, "max_image_pixels": self.max_image_pixels}
 
     def score_images(self, text: str, images: list[Image.Image]) -> list[float]:
@@ -317,7 +317,7 @@ class EntryPointRewardJudge(_ImageScorer):
 
     def identity(self) -> dict[str, Any]:
         dist = getattr(self.entry_point, "dist", None)
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, "entry_point": self.entry_point.name,
+        return {"plugin": self.plugin, "version": self.version, "entry_point": self.entry_point.name,
                 "target": self.entry_point.value,
                 "package": f"{dist.metadata['Name']}=={dist.version}" if dist is not None else None,
                 "checkpoint": self.checkpoint, "options": self.options, "max_image_pixels": self.max_image_pixels}

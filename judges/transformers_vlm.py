@@ -347,7 +347,6 @@ class TransformersVlmJudge(PairwiseJudge):
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {
-            "name": self.name,
             "plugin": self.plugin,
             "version": self.version,
             **self.backend.identity(),

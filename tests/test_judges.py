@@ -278,10 +278,11 @@ def test_missing_image_fails_without_raising(name: str, tmp_path: Path):
 def test_identity_names_seed_and_options(name: str):
     base = registry.create("judge", name)
     ident = base.identity()
-    assert ident["name"] == name and ident["seed"] == 0
+    assert ident["algorithm"] == name and ident["seed"] == 0
     json.dumps(ident)
     assert registry.create("judge", name, seed=1).identity() != ident
-    assert registry.create("judge", name, name="mine").identity()["name"] == "mine"
+    relabelled = registry.create("judge", name, name="mine")
+    assert relabelled.name == "mine" and relabelled.identity() == ident  # a label is not a new judge
     assert registry.create("judge", name, unknown_option=1).identity() == ident  # YAML extras are ignored
 
 

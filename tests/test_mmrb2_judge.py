@@ -75,3 +75,26 @@ def test_missing_image_in_bench_is_a_one_line_error(tmp_path, capsys):
     rc = main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(tmp_path / "o.json")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "1_b.png: image file not found" in err and "\n" not in err
+
+
+def test_transient_failures_are_asked_again_on_rerun(tmp_path, monkeypatch, capsys):
+    from bon.protocol import Verdict
+
+    bench = _bench(tmp_path, n_pairs=4)
+    out = tmp_path / "o" / "j.json"
+    real = RandomJudge.judge
+
+    def rate_limited(self, comps):
+        return [Verdict.failed("HTTP 429", transient=True) if "number 2" in c.prompt.content.text else v
+                for c, v in zip(comps, real(self, comps))]
+
+    monkeypatch.setattr(RandomJudge, "judge", rate_limited)
+    args = ["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(out)]
+    assert main(args) == 0
+    first = json.loads(out.read_text())
+    assert first["pair2"]["forward"][0] == {"judgement": "", "evaluator": "random", "metadata": {"missing": "HTTP 429", "transient": True}}
+    monkeypatch.setattr(RandomJudge, "judge", real)
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "calls made 2," in capsys.readouterr().out  # only pair2, both orders
+    assert json.loads(out.read_text())["pair2"]["forward"][0]["judgement"] in ("A", "B")

@@ -41,13 +41,21 @@ def _content(raw: list, bench_dir: Path, folder: str, where: str) -> Content:
 
 def judgment_entry(verdict: Verdict, evaluator: str) -> dict[str, Any]:
     if verdict.better is None:
-        return {"judgement": "", "evaluator": evaluator, "metadata": {"missing": verdict.missing}}
+        meta = {"missing": verdict.missing, **({"transient": True} if verdict.transient else {})}
+        return {"judgement": "", "evaluator": evaluator, "metadata": meta}
     return {"judgement": verdict.better, "evaluator": evaluator, "metadata": {"score": verdict.score, **verdict.meta}}
 
 
 def is_complete(entry: Any, samples: int) -> bool:
-    """A pair already judged: ``samples`` answers (or recorded failures) in each direction."""
-    return isinstance(entry, dict) and all(len(entry.get(d) or []) >= samples for d in ("forward", "reverse"))
+    """A pair already judged: ``samples`` answers (or lasting failures) in each direction. A transient
+    failure (timeout, rate limit) does not count, so a rerun asks again."""
+    if not isinstance(entry, dict):
+        return False
+    for d in ("forward", "reverse"):
+        got = entry.get(d) or []
+        if len(got) < samples or any((s.get("metadata") or {}).get("transient") for s in got[:samples] if isinstance(s, dict)):
+            return False
+    return True
 
 
 def judge_pairs(

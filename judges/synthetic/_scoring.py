@@ -93,7 +93,8 @@ class ScoringJudge(PairwiseJudge):
 
     # --- the protocol --------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "algorithm": self.algorithm, "version": self.version, "seed": self.seed, **self.options()}
+        # the label (``name``) is left out: the same judge under another label reuses its judgments
+        return {"algorithm": self.algorithm, "version": self.version, "seed": self.seed, **self.options()}
 
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         return [self.judge_one(c) for c in comparisons]
