@@ -24,7 +24,7 @@ def app() -> None:
 
 @app.group("mmrb2")
 def mmrb2_app() -> None:
-    """The MMRB2 benchmark: score judgment files."""
+    """The MMRB2 benchmark: fetch it, judge it, score and diagnose judgment files."""
 
 
 @app.command()
@@ -323,8 +323,9 @@ def plugins() -> None:
     """List the registered generators, judges, verifiers, strategies and suites."""
     from bon import registry
 
+    plural = {"strategy": "strategies"}
     for kind in registry.KINDS:
-        out.print(f"[bold]{kind}s[/]: {', '.join(registry.names(kind))}")
+        out.print(f"[bold]{plural.get(kind, kind + 's')}[/]: {', '.join(registry.names(kind))}")
 
 
 def main(argv: list[str] | None = None) -> int:
