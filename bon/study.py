@@ -11,18 +11,18 @@ import json
 import platform
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import pandas as pd
 import yaml
 
 from analysis import mmrb2
-from bon import __version__, registry
+from bon import registry
 from bon.config import StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.progress import note
+from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
 from bon.stages.analyse import results_table
@@ -36,7 +36,6 @@ from bon.store import JudgmentStore
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
 FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
-PACKAGES = ("numpy", "scipy", "pandas", "pillow", "matplotlib", "rapidocr", "onnxruntime", "choix", "torch", "diffusers", "transformers")
 
 
 @dataclass
@@ -49,13 +48,7 @@ class StudyOutcome:
 
 
 def versions() -> dict[str, str]:
-    found = {"bon": __version__, "python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
+    return library_versions()
 
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:

@@ -7,14 +7,13 @@ Nothing heavy is imported at module import: torch is imported inside the functio
 from __future__ import annotations
 
 import importlib
-import platform
 import re
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from bon.errors import BonError
+from bon import provenance
 
 T = TypeVar("T")
 
@@ -29,13 +28,8 @@ DTYPES = {
 
 
 def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in packages:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
+    """Versions of the libraries a generator adapter depends on."""
+    return provenance.library_versions(packages)
 
 
 def one_line(exc: BaseException | str, limit: int = 300) -> str:
