@@ -9,8 +9,8 @@ one string. ``messages`` are ``{"role": ..., "content": [{"type": "text", "text"
 - ``transformers-vlm``: ``AutoProcessor`` + ``AutoModelForImageTextToText`` (LLaVA, Qwen-VL, Gemma 3,
   ...), the processor's chat template with image placeholders, then the processor on text + images.
 - ``openai``: an OpenAI-compatible ``/chat/completions`` endpoint (images as PNG data URLs), through
-  :mod:`generators._http` (retries, Retry-After, key read from the environment variable named by
-  ``api_key_env``). A failed call raises :class:`generators._http.HttpFailure`.
+  :mod:`bon.http` (retries, Retry-After, key read from the environment variable named by
+  ``api_key_env``). A failed call raises :class:`bon.http.HttpFailure`.
 
 Local sampling is seeded per call (``torch.manual_seed(seed)`` right before ``generate``), so a seed
 gives the same text on the same machine and library versions. Models load on the first call, never
@@ -19,14 +19,10 @@ with ``trust_remote_code``.
 
 from __future__ import annotations
 
-import base64
-import io
 from typing import Any, Protocol
 
-from PIL import Image
-
+from bon import http
 from bon.errors import BonError
-from generators import _http
 from generators._common import (dtype_name, library_versions, model_location, one_line, quiet_loading, resolve_device,
                                 resolve_dtype, revision_of_folder, snapshot_revision)
 
@@ -174,7 +170,7 @@ class ApiChat:
             raise BonError(f"{where}: api_key_env is the NAME of an environment variable holding the key, not the key")
         self.where, self.model, self.base_url, self.api_key_env = where, str(model), str(base_url).rstrip("/"), api_key_env
         self.send_seed, self.extra = bool(send_seed), dict(extra or {})
-        self.policy = _http.RetryPolicy.from_options(where, retries, timeout, backoff, max_backoff, max_retry_after)
+        self.policy = http.RetryPolicy.from_options(where, retries, timeout, backoff, max_backoff, max_retry_after)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self.model, "base_url": self.base_url, "extra": self.extra}
@@ -187,16 +183,16 @@ class ApiChat:
             payload["top_p"] = top_p
         if self.send_seed:
             payload["seed"] = int(seed)
-        data = _http.post_json(_http.join_url(self.base_url, "chat/completions"), payload,
-                               _http.bearer(self.api_key_env), self.policy)
+        data = http.post_json(http.join_url(self.base_url, "chat/completions"), payload,
+                              http.bearer(self.api_key_env), self.policy)
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise _http.HttpFailure("malformed response: no choices[0].message.content") from None
+            raise http.HttpFailure("malformed response: no choices[0].message.content") from None
         if isinstance(content, list):  # some servers answer with content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if not isinstance(content, str):
-            raise _http.HttpFailure("malformed response: message content is not text")
+            raise http.HttpFailure("malformed response: message content is not text")
         return content
 
 
@@ -207,13 +203,7 @@ def api_message(message: dict[str, Any]) -> dict[str, Any]:
     parts = []
     for c in content:
         if c["type"] == "image":
-            parts.append({"type": "image_url", "image_url": {"url": data_url(c["image"])}})
+            parts.append({"type": "image_url", "image_url": {"url": http.image_data_url(c["image"])}})
         else:
             parts.append({"type": "text", "text": c["text"]})
     return {"role": message["role"], "content": parts}
-
-
-def data_url(image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.convert("RGB").save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")

@@ -37,12 +37,11 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from bon import registry
+from bon import http, registry
 from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Generator
 from bon.seeds import derive_seed
-from generators import _http
 from generators._common import library_versions, number, positive_int
 from generators._llm import make_chat
 
@@ -184,7 +183,7 @@ class InterleavedAgent(Generator):
         try:
             plan = self.planner.chat(messages, seed=seed, temperature=self.temperature, top_p=self.top_p,
                                      max_new_tokens=self.max_new_tokens)
-        except _http.HttpFailure as exc:
+        except http.HttpFailure as exc:
             prov["missing"] = f"planner: {exc.reason}"
             return Candidate(prompt.id, index, self.name, seed, Content([]), prov)
         prov["planner"] = self.planner.describe()  # after the first call, a local model's details are known

@@ -14,7 +14,7 @@ Options:
 - ``image_field``: the multipart field of the input image for edits (default ``image``)
 - ``max_concurrency`` (default 4): requests in flight for one prompt's N candidates
 - ``retries`` (4), ``timeout`` (120 s), ``backoff`` (1 s), ``max_backoff`` (60 s), ``max_retry_after``
-  (300 s): see :mod:`generators._http` (429/5xx/timeouts retried, ``Retry-After`` honoured)
+  (300 s): see :mod:`bon.http` (429/5xx/timeouts retried, ``Retry-After`` honoured)
 
 One request per candidate (``n=1``), so one failure costs one candidate. A candidate whose request
 failed after its retries, or whose answer holds no decodable image, is returned with empty content and
@@ -31,10 +31,10 @@ from urllib.parse import urlparse
 
 from PIL import Image
 
+from bon import http
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Generator
-from generators import _http
 from generators._common import library_versions, positive_int
 
 MODES = ("auto", "generate", "edit")
@@ -58,7 +58,7 @@ class OpenAIImages(Generator):
             raise BonError(f"{self.adapter}: base_url {base_url!r} is not an http(s) URL")
         if api_key_env is not None and (not isinstance(api_key_env, str) or api_key_env.startswith(("sk-", "Bearer"))):
             raise BonError(f"{self.adapter}: api_key_env is the NAME of an environment variable holding the key, not the key")
-        if api_key_env and parsed.netloc.endswith("api.openai.com") and not _http.bearer(api_key_env):
+        if api_key_env and parsed.netloc.endswith("api.openai.com") and not http.bearer(api_key_env):
             raise BonError(f"{self.adapter}: environment variable {api_key_env} (api_key_env) is not set")
         if extra is not None and not isinstance(extra, dict):
             raise BonError(f"{self.adapter}: extra must be a mapping of request fields")
@@ -69,7 +69,7 @@ class OpenAIImages(Generator):
                                          **(extra or {})}.items() if v is not None}
         self.send_seed, self.image_field = bool(send_seed), image_field
         self.max_concurrency = positive_int(max_concurrency, f"{self.adapter}: max_concurrency", allow_none=False)
-        self.policy = _http.RetryPolicy.from_options(self.adapter, retries, timeout, backoff, max_backoff, max_retry_after)
+        self.policy = http.RetryPolicy.from_options(self.adapter, retries, timeout, backoff, max_backoff, max_retry_after)
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "adapter": self.adapter, "model": self.model, "base_url": self.base_url,
@@ -82,7 +82,7 @@ class OpenAIImages(Generator):
             raise BonError(f"prompt {prompt.id}: {self.adapter} in edit mode needs an input image in the prompt content")
         upload = png_bytes(images[0].load()) if mode == "edit" else None
         text = prompt.content.text
-        results = _http.bounded_map(lambda s: self.one(text, mode, int(s), upload), list(seeds), self.max_concurrency)
+        results = http.bounded_map(lambda s: self.one(text, mode, int(s), upload), list(seeds), self.max_concurrency)
         base = {"adapter": self.adapter, "model": self.model, "base_url": self.base_url, "mode": mode,
                 "settings": dict(self.fields), "seed_sent": self.send_seed, "versions": library_versions(("bon",))}
         out = []
@@ -93,31 +93,31 @@ class OpenAIImages(Generator):
 
     def one(self, text: str, mode: str, seed: int, upload: bytes | None) -> tuple[Image.Image | None, dict[str, Any]]:
         """One request; never raises for a failed call: returns (None, {"missing": reason, ...})."""
-        headers = _http.bearer(self.api_key_env)
+        headers = http.bearer(self.api_key_env)
         fields: dict[str, Any] = {"model": self.model, "prompt": text, "n": 1, **self.fields}
         if self.send_seed:
             fields["seed"] = seed
         try:
             if mode == "edit":
-                body, ctype = _http.multipart({k: str(v) if not isinstance(v, str) else v for k, v in fields.items()},
-                                              [(self.image_field, "input.png", upload or b"", "image/png")])
-                resp = _http.request("POST", _http.join_url(self.base_url, "images/edits"), body=body,
-                                     headers={"Content-Type": ctype, "Accept": "application/json", **headers}, policy=self.policy)
+                body, ctype = http.multipart({k: str(v) if not isinstance(v, str) else v for k, v in fields.items()},
+                                             [(self.image_field, "input.png", upload or b"", "image/png")])
+                resp = http.request("POST", http.join_url(self.base_url, "images/edits"), body=body,
+                                    headers={"Content-Type": ctype, "Accept": "application/json", **headers}, policy=self.policy)
             else:
-                resp = _http.request("POST", _http.join_url(self.base_url, "images/generations"),
-                                     body=json.dumps(fields).encode("utf-8"),
-                                     headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
-                                     policy=self.policy)
-            image, info = self.decode(_http.decode_json(resp))
+                resp = http.request("POST", http.join_url(self.base_url, "images/generations"),
+                                    body=json.dumps(fields).encode("utf-8"),
+                                    headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
+                                    policy=self.policy)
+            image, info = self.decode(http.decode_json(resp))
             info["attempts"] = resp.attempts
             return image, info
-        except _http.HttpFailure as exc:
+        except http.HttpFailure as exc:
             return None, {"missing": exc.reason, "attempts": exc.attempts, **({"status": exc.status} if exc.status else {})}
 
     def decode(self, data: Any) -> tuple[Image.Image, dict[str, Any]]:
         items = data.get("data") if isinstance(data, dict) else None
         if not isinstance(items, list) or not items or not isinstance(items[0], dict):
-            raise _http.HttpFailure("malformed response: no data[0] image")
+            raise http.HttpFailure("malformed response: no data[0] image")
         entry = items[0]
         info: dict[str, Any] = {}
         if isinstance(entry.get("revised_prompt"), str):
@@ -128,17 +128,17 @@ class OpenAIImages(Generator):
             try:
                 raw = base64.b64decode(entry["b64_json"], validate=True)
             except ValueError:
-                raise _http.HttpFailure("malformed response: b64_json is not base64") from None
+                raise http.HttpFailure("malformed response: b64_json is not base64") from None
         elif isinstance(entry.get("url"), str):
-            raw = _http.get_bytes(entry["url"], policy=self.policy)
+            raw = http.get_bytes(entry["url"], policy=self.policy)
             info["url_fetched"] = True
         else:
-            raise _http.HttpFailure("malformed response: data[0] has neither b64_json nor url")
+            raise http.HttpFailure("malformed response: data[0] has neither b64_json nor url")
         try:
             with Image.open(io.BytesIO(raw)) as im:
                 return im.convert("RGB"), info
         except OSError:
-            raise _http.HttpFailure("malformed response: the image does not decode") from None
+            raise http.HttpFailure("malformed response: the image does not decode") from None
 
 
 def png_bytes(image: Image.Image) -> bytes:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from bon import http
 from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Generator
-from generators import _http
 from generators._common import number, positive_int
 from generators._llm import make_chat
 
@@ -89,11 +89,11 @@ class VlmAnswers(Generator):
             try:
                 return self.chat.chat(messages, seed=seed, temperature=self.temperature, top_p=self.top_p,
                                       max_new_tokens=self.max_new_tokens), None
-            except _http.HttpFailure as exc:
+            except http.HttpFailure as exc:
                 return None, exc.reason
 
         workers = self.max_concurrency if self.backend_name == "openai" else 1
-        answers = _http.bounded_map(one, [int(s) for s in seeds], workers)
+        answers = http.bounded_map(one, [int(s) for s in seeds], workers)
         described = self.chat.describe()
         out = []
         for k, (seed, (text, failure)) in enumerate(zip(seeds, answers)):

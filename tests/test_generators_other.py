@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from bon import http as bon_http
 from bon import registry
 from bon.content import Content, Prompt, load_candidates
 from bon.errors import BonError
-from generators import _http
 from generators.cli_support import generate_command
 from generators.interleaved import fit_plan, parse_plan
 from generators.vlm_answers import extract_answer
@@ -223,13 +223,13 @@ def test_openai_images_bad_options():
 
 
 def test_http_retry_after_parsing_and_backoff():
-    assert _http.retry_after({"Retry-After": "3"}) == 3.0
-    assert _http.retry_after({"retry-after-ms": "250"}) == 0.25
-    assert _http.retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # a date in the past
-    assert _http.retry_after({}) is None
-    policy = _http.RetryPolicy(backoff=1.0, max_backoff=5.0)
-    assert all(0 <= policy.backoff_delay(i) <= min(5.0, 2 ** i) for i in range(8))
-    body, ctype = _http.multipart({"a": "1", "n": 2}, [("image", "x.png", b"\x89PNG", "image/png")])
+    assert bon_http.parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert bon_http.parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert bon_http.parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # a date in the past
+    assert bon_http.parse_retry_after({}) is None
+    policy = bon_http.RetryPolicy(base_delay=1.0, max_delay=5.0, jitter=1.0)
+    assert all(0 <= policy.delay(i) <= min(5.0, 2 ** i) for i in range(8))
+    body, ctype = bon_http.multipart({"a": "1", "n": 2}, [("image", "x.png", b"\x89PNG", "image/png")])
     assert ctype.startswith("multipart/form-data; boundary=") and b'name="n"\r\n\r\n2' in body
 
 
@@ -247,8 +247,8 @@ def test_http_gives_up_when_server_asks_to_wait_too_long(api):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Long)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
-        with pytest.raises(_http.HttpFailure, match="over max_retry_after"):
-            _http.post_json(f"http://127.0.0.1:{server.server_address[1]}/x", {}, policy=_http.RetryPolicy(max_retry_after=60))
+        with pytest.raises(bon_http.HttpFailure, match="over max_retry_after"):
+            bon_http.post_json(f"http://127.0.0.1:{server.server_address[1]}/x", {}, policy=bon_http.RetryPolicy(max_retry_after=60))
     finally:
         server.shutdown()
         server.server_close()

@@ -28,7 +28,7 @@ from bon.referee import Referee
 from bon.selection import run_selection
 from bon.selection.knockout import Knockout
 from bon.store import JudgmentStore
-from judges._http import RetryPolicy, parse_retry_after, redact
+from bon.http import RetryPolicy, parse_retry_after, redact
 from judges.openai_compatible import OpenAICompatibleJudge
 from tiny_models import build_bench
 

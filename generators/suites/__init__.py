@@ -1,0 +1,370 @@
+"""Benchmark prompt suites: GenAI-Bench, GEdit-Bench, ISG-Bench, EMMA, and users' own JSONL prompts.
+
+Each loader reads its benchmark by Hugging Face dataset name (through ``datasets``, from the local cache
+when offline) or from a local copy of the same files (``path:``), and maps every row into a
+:class:`bon.content.Prompt` that keeps the benchmark's own id, category and reference answer in
+``metadata``. Options shared by all loaders:
+
+- ``dataset``: the Hub name (each loader has the official one as default); ``revision``; ``split``
+- ``path``: a local copy instead (a file, or a folder holding the dataset's files)
+- ``categories``: keep only these categories (the benchmark's own names)
+- ``limit``: keep the first K prompts (after the category filter)
+
+Images inside the dataset are read lazily: a prompt holds a :class:`LazyImage` that decodes its pixels
+only when the run folder's copy is written, so a suite of a thousand photographs never sits in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from PIL import Image
+
+from bon.content import ImageItem, Prompt
+from bon.errors import BonError
+
+__all__ = ["LazyImage", "Rows", "open_rows", "image_from", "select", "first_line"]
+
+
+@dataclass(eq=False)
+class LazyImage(ImageItem):
+    """An image known by a way to fetch it (a dataset cell, an archive member, a file outside the run).
+
+    ``path`` stays None until the run folder's copy is written, so :meth:`Content.to_json` saves it;
+    the pixels are decoded on every :meth:`load` and not kept, so many of them cost no memory.
+    """
+
+    fetch: Callable[[], Image.Image] | None = field(default=None, repr=False)
+    origin: str = ""
+
+    def load(self) -> Image.Image:
+        if self._image is not None or self.path is not None or self.fetch is None:
+            return super().load()
+        try:
+            image = self.fetch()
+        except BonError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a damaged image is one line, naming where it came from
+            raise BonError(f"{self.origin or 'suite image'}: unreadable image ({first_line(exc)})") from None
+        return image.convert("RGB")
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+# --- rows from the Hub or from a local copy ------------------------------------------------------
+
+
+class Rows:
+    """Rows of one table as dicts; ``cell(i, column)`` fetches one cell again (for lazy images)."""
+
+    def __init__(self, rows: list[dict[str, Any]], cell: Callable[[int, str], Any], where: str, base: Path | None = None):
+        self.rows = rows
+        self._cell = cell
+        self.where = where
+        self.base = base  # folder that relative image paths in the rows are resolved against
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        return iter(enumerate(self.rows))
+
+    def cell(self, i: int, column: str) -> Any:
+        return self._cell(i, column)
+
+
+def open_rows(benchmark: str, dataset: str, path: str | Path | None, split: str | None, config: str | None = None,
+              revision: str | None = None, image_columns: Iterable[str] = (), hint: str = "") -> Rows:
+    """The benchmark's rows from ``path`` (a local copy) or the Hub dataset ``dataset``.
+
+    Image columns are not decoded here; their cells are fetched again, one at a time, when an image is
+    needed (a memory-mapped Arrow table, or the Parquet bytes kept compressed).
+    """
+    image_columns = tuple(image_columns)
+    if path is not None:
+        return _local_rows(benchmark, Path(path).expanduser(), split, config, image_columns)
+    return _hub_rows(benchmark, dataset, split, config, revision, image_columns, hint)
+
+
+def _hub_rows(benchmark: str, dataset: str, split: str | None, config: str | None, revision: str | None,
+              image_columns: tuple[str, ...], hint: str) -> Rows:
+    try:
+        import datasets
+    except ImportError:
+        raise BonError(f"{benchmark}: reading {dataset} from the Hub needs the datasets package "
+                       "(pip install 'bon[datasets]'), or give path: to a local copy") from None
+    kw: dict[str, Any] = {}
+    if revision:
+        kw["revision"] = revision
+    try:
+        ds = datasets.load_dataset(dataset, config, split=split or "train", **kw)
+    except Exception as exc:  # noqa: BLE001 - offline without a cached copy, a wrong name, a wrong split
+        cfg = f", config {config}" if config else ""
+        fetch = f"huggingface-cli download {dataset} --repo-type dataset"
+        raise BonError(f"{benchmark}: cannot load {dataset}{cfg} split {split or 'train'} ({first_line(exc)}); "
+                       f"on a machine with network run `{fetch}` (it lands in the Hugging Face cache, "
+                       f"~/.cache/huggingface, which offline runs read), or download the files and set path: "
+                       f"to them{hint}") from None
+    return _from_dataset(ds, image_columns, dataset)
+
+
+class _Deferred:
+    """Stands in a row for an image cell not decoded yet."""
+
+    def __init__(self, column: str):
+        self.column = column
+
+    def __repr__(self) -> str:
+        return f"<image cell {self.column}>"
+
+
+def _local_rows(benchmark: str, path: Path, split: str | None, config: str | None, image_columns: tuple[str, ...]) -> Rows:
+    if not path.exists():
+        raise BonError(f"{benchmark}: local copy {path} not found")
+    if path.is_dir() and _saved(path):
+        return _arrow_dir(benchmark, path, split, image_columns)
+    if path.is_dir() and split and _saved(path / split):  # a repository holding <split>/state.json + .arrow
+        return _arrow_dir(benchmark, path / split, None, image_columns)
+    files = _data_files(path, split, config)
+    if not files:
+        raise BonError(f"{benchmark}: no .parquet, .arrow, .jsonl or .json files under {path}"
+                       + (f" for split {split}" if split else ""))
+    suffixes = {f.suffix for f in files}
+    if suffixes <= {".parquet"}:
+        return _parquet(files, image_columns)
+    if suffixes <= {".arrow"}:
+        return _arrow_files(benchmark, files, image_columns)
+    if suffixes <= {".jsonl", ".json"}:
+        rows: list[dict[str, Any]] = []
+        for f in files:
+            rows += _json_rows(f)
+        return Rows(rows, lambda i, c: rows[i][c], where=str(path), base=files[0].parent)
+    raise BonError(f"{benchmark}: {path} mixes file kinds {sorted(suffixes)}; point path: at one kind")
+
+
+def _saved(folder: Path) -> bool:
+    """A folder written by ``datasets``' ``save_to_disk``."""
+    return any((folder / f).exists() for f in ("state.json", "dataset_dict.json"))
+
+
+def _data_files(path: Path, split: str | None, config: str | None) -> list[Path]:
+    if path.is_file():
+        return [path]
+    kinds = (".parquet", ".arrow", ".jsonl", ".json")
+    found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in kinds
+                   and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                   and p.name not in ("dataset_info.json", "state.json", "dataset_dict.json"))
+    if config:
+        mine = [p for p in found if config in p.relative_to(path).parts or p.stem.lower().startswith(config.lower())]
+        found = mine or found
+    if split:
+        mine = [p for p in found if split in p.relative_to(path).parts or p.name.startswith(f"{split}-") or p.stem == split
+                or f"-{split}-" in p.name or p.name.startswith(f"{split}.")]
+        found = mine or found
+    kinds_found = {p.suffix for p in found}
+    for kind in kinds:  # one kind only, by preference
+        if kind in kinds_found:
+            return [p for p in found if p.suffix == kind]
+    return []
+
+
+def _parquet(files: list[Path], image_columns: tuple[str, ...]) -> Rows:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+    except Exception as exc:  # noqa: BLE001
+        raise BonError(f"{files[0]}: unreadable Parquet ({first_line(exc)})") from None
+    plain = [c for c in table.column_names if c not in image_columns]
+    rows = table.select(plain).to_pylist()
+    for r in rows:
+        for c in image_columns:
+            if c in table.column_names:
+                r[c] = _Deferred(c)
+    return Rows(rows, lambda i, c: table.column(c)[i].as_py(), where=str(files[0].parent), base=files[0].parent)
+
+
+def _arrow_files(benchmark: str, files: list[Path], image_columns: tuple[str, ...]) -> Rows:
+    try:
+        import datasets
+    except ImportError:
+        raise BonError(f"{benchmark}: reading .arrow files needs the datasets package (pip install 'bon[datasets]')") from None
+    parts = [datasets.Dataset.from_file(str(f)) for f in files]
+    ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+    return _from_dataset(ds, image_columns, str(files[0].parent))
+
+
+def _arrow_dir(benchmark: str, path: Path, split: str | None, image_columns: tuple[str, ...]) -> Rows:
+    try:
+        import datasets
+    except ImportError:
+        raise BonError(f"{benchmark}: reading a saved dataset needs the datasets package (pip install 'bon[datasets]')") from None
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except Exception as exc:  # noqa: BLE001
+        raise BonError(f"{benchmark}: {path}: cannot read the saved dataset ({first_line(exc)})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        name = split or ("train" if "train" in ds else next(iter(ds)))
+        if name not in ds:
+            raise BonError(f"{benchmark}: {path} has no split {name!r} (has {', '.join(ds)})")
+        ds = ds[name]
+    return _from_dataset(ds, image_columns, str(path))
+
+
+def _from_dataset(ds: Any, image_columns: tuple[str, ...], where: str) -> Rows:
+    plain = [c for c in ds.column_names if c not in image_columns]
+    rows = ds.select_columns(plain).to_list() if plain else [{} for _ in range(len(ds))]
+    for r in rows:
+        for c in image_columns:
+            if c in ds.column_names:
+                r[c] = _Deferred(c)
+    return Rows(rows, lambda i, c: ds[i][c], where=where)
+
+
+def _json_rows(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        out = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise BonError(f"{path}:{n}: not valid JSON") from None
+        return out
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BonError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if isinstance(data, dict):  # {"00001": {...}, ...} as in the t2v_metrics files, or {"data": [...]}
+        if isinstance(data.get("data"), list):
+            return list(data["data"])
+        return [{"__key__": k, **v} if isinstance(v, dict) else {"__key__": k, "value": v} for k, v in data.items()]
+    if isinstance(data, list):
+        return data
+    raise BonError(f"{path}: expected a JSON list or object of rows")
+
+
+# --- images ----------------------------------------------------------------------------------------
+
+
+def image_from(rows: Rows, i: int, column: str, origin: str) -> LazyImage | None:
+    """The image in ``rows[i][column]`` as a lazy item, or None when the cell is empty."""
+    value = rows.rows[i].get(column)
+    if value is None:
+        return None
+    if isinstance(value, _Deferred):
+        def fetch(i: int = i, column: str = column) -> Image.Image:
+            img = decode_image(rows.cell(i, column), rows.base, origin)
+            if img is None:
+                raise BonError(f"{origin}: the image cell is empty")
+            return img
+        return LazyImage(fetch=fetch, origin=origin)
+    if isinstance(value, (str, dict, bytes, Image.Image)):
+        def fetch_value(value: Any = value) -> Image.Image:
+            img = decode_image(value, rows.base, origin)
+            if img is None:
+                raise BonError(f"{origin}: the image cell is empty")
+            return img
+        return LazyImage(fetch=fetch_value, origin=origin)
+    raise BonError(f"{origin}: unexpected image value {type(value).__name__}")
+
+
+def has_image(rows: Rows, i: int, column: str) -> bool:
+    value = rows.rows[i].get(column)
+    if isinstance(value, _Deferred):
+        cell = rows.cell(i, column)
+        return cell is not None and not (isinstance(cell, dict) and not cell.get("bytes") and not cell.get("path"))
+    return value is not None and value != ""
+
+
+def decode_image(value: Any, base: Path | None, origin: str) -> Image.Image | None:
+    """A PIL image from a datasets cell: a PIL image, ``{"bytes", "path"}``, raw bytes or a file path."""
+    if value is None:
+        return None
+    if isinstance(value, Image.Image):
+        return value
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return Image.open(io.BytesIO(value["bytes"]))
+        if value.get("path"):
+            return open_image_file(value["path"], base, origin)
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return Image.open(io.BytesIO(value))
+    if isinstance(value, str):
+        return open_image_file(value, base, origin)
+    raise BonError(f"{origin}: cannot read an image from {type(value).__name__}")
+
+
+def open_image_file(rel: str, base: Path | None, origin: str) -> Image.Image:
+    path = resolve_image_path(rel, base)
+    if path is None:
+        raise BonError(f"{origin}: image file {rel} not found" + (f" under {base}" if base else ""))
+    with Image.open(path) as im:
+        im.load()
+        return im.copy()
+
+
+def resolve_image_path(rel: str, base: Path | None) -> Path | None:
+    """The file for ``rel``; tolerates an extension whose case differs from the file's (``.JPG``/``.jpg``)."""
+    p = Path(rel)
+    candidates = [p] if p.is_absolute() else ([base / p] if base is not None else []) + [p]
+    for c in candidates:
+        if c.is_file():
+            return c
+        folder = c.parent
+        if folder.is_dir():
+            stem = c.stem.lower()
+            for other in folder.iterdir():
+                if other.stem.lower() == stem and other.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"):
+                    return other
+    return None
+
+
+# --- selection ---------------------------------------------------------------------------------------
+
+
+def select(prompts: list[Prompt], categories: Any, limit: Any, benchmark: str) -> list[Prompt]:
+    """Keep ``categories`` (a name or a list) and then the first ``limit`` prompts."""
+    if categories is not None:
+        wanted = [categories] if isinstance(categories, str) else list(categories)
+        known = sorted({str(p.metadata.get("category")) for p in prompts})
+        unknown = [c for c in wanted if str(c) not in known]
+        if unknown:
+            raise BonError(f"{benchmark}: unknown categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(str, unknown))} "
+                           f"(known: {', '.join(known)})")
+        prompts = [p for p in prompts if str(p.metadata.get("category")) in set(map(str, wanted))]
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise BonError(f"{benchmark}: limit must be a positive integer, got {limit!r}")
+        prompts = prompts[:limit]
+    if not prompts:
+        raise BonError(f"{benchmark}: no prompts left after the filters")
+    return prompts
+
+
+def unique_ids(ids: list[str], extra: list[str]) -> list[str]:
+    """The benchmark's ids; an id that repeats gets ``_<extra>`` (and a counter if still not unique)."""
+    counts: dict[str, int] = {}
+    for i in ids:
+        counts[i] = counts.get(i, 0) + 1
+    out, seen = [], set()
+    for i, e in zip(ids, extra):
+        new = i if counts[i] == 1 else f"{i}_{e}"
+        k = 2
+        base = new
+        while new in seen:
+            new = f"{base}_{k}"
+            k += 1
+        seen.add(new)
+        out.append(new)
+    return out

@@ -1,0 +1,114 @@
+"""``prompts``: a user's own prompts, one JSON object a line, in either of two forms.
+
+bon's own (what a run folder's ``prompts.jsonl`` holds)::
+
+    {"id": "p1", "task": "edit", "content": [["text", "make the sky pink"], ["image", "imgs/p1.png"]],
+     "metadata": {"category": "colour"}}
+
+or a plain one, for prompts typed by hand::
+
+    {"id": "p2", "task": "t2i", "prompt": "a sign that says \\"OPEN\\"", "category": "text"}
+    {"id": "p3", "task": "edit", "prompt": "remove the cat", "images": ["imgs/cat.png"]}
+    {"id": "p4", "task": "reasoning", "prompt": "How many apples?", "images": ["imgs/apples.png"], "answer": "7"}
+
+In the plain form ``prompt`` (or ``text``) comes first, then ``images``; every other key goes into the
+metadata (``answer``, ``options``, ``type``, ``category``, ``expected_structure`` ... are read by the
+verifiers). Image paths are relative to the file; images are read when the run folder's copy is
+written. ``task`` may be left out of lines when the ``task`` option gives it. Prompts whose metadata
+says ``split: preference`` form the study's held-out preference set.
+
+Options: ``path`` (required), ``task`` (default task), ``categories``, ``limit``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bon.content import TASKS, Content, ImageItem, Prompt, TextItem
+from bon.errors import BonError
+from generators.suites import LazyImage, open_image_file, resolve_image_path, select
+
+NAME = "prompts"
+PLAIN_TEXT = ("prompt", "text")
+
+
+def build_suite(path: str | None = None, task: str | None = None, categories: Any = None, limit: int | None = None,
+                **_: Any) -> list[Prompt]:
+    if not path:
+        raise BonError(f"{NAME}: option 'path' (the JSONL file) is required")
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise BonError(f"{file}: suite file not found")
+    if task is not None and task not in TASKS:
+        raise BonError(f"{NAME}: task must be one of {', '.join(TASKS)}, got {task!r}")
+    prompts: list[Prompt] = []
+    seen: set[str] = set()
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{file}:{n}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise BonError(f"{where}: not valid JSON") from None
+        if not isinstance(rec, dict):
+            raise BonError(f"{where}: expected a JSON object")
+        p = parse_line(rec, file.parent, task, where)
+        if p.id in seen:
+            raise BonError(f"{where}: id {p.id} appears twice")
+        seen.add(p.id)
+        prompts.append(p)
+    if not prompts:
+        raise BonError(f"{file}: the suite holds no prompts")
+    return select(prompts, categories, limit, NAME)
+
+
+def parse_line(rec: dict[str, Any], base: Path, default_task: str | None, where: str) -> Prompt:
+    if "id" not in rec:
+        raise BonError(f"{where}: prompt lacks id")
+    task = rec.get("task", default_task)
+    if task is None:
+        raise BonError(f"{where}: prompt lacks task (or give the suite option task:)")
+    if "content" in rec:
+        content = _content(rec["content"], base, where)
+        meta = dict(rec.get("metadata") or {})
+    else:
+        text = next((rec[k] for k in PLAIN_TEXT if k in rec), None)
+        if not isinstance(text, str) or not text.strip():
+            raise BonError(f"{where}: expected 'content' or a 'prompt' string")
+        images = rec.get("images") or []
+        if isinstance(images, str):
+            images = [images]
+        items: list[Any] = [TextItem(text)] + [_image(str(v), base, f"{where} image {k}") for k, v in enumerate(images)]
+        content = Content(items)
+        meta = {k: v for k, v in rec.items() if k not in ("id", "task", *PLAIN_TEXT, "images", "metadata")}
+        meta.update(rec.get("metadata") or {})
+    try:
+        return Prompt(str(rec["id"]), str(task), content, meta)
+    except BonError as exc:
+        raise BonError(f"{where}: {exc}") from None
+
+
+def _content(raw: Any, base: Path, where: str) -> Content:
+    if not isinstance(raw, list):
+        raise BonError(f"{where}: content must be a list of [kind, value] items")
+    items: list[Any] = []
+    for k, entry in enumerate(raw):
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], str)):
+            raise BonError(f"{where}: content[{k}]: expected [kind, value]")
+        kind, value = entry
+        if kind == "text":
+            items.append(TextItem(value))
+        elif kind == "image":
+            items.append(_image(value, base, f"{where} content[{k}]"))
+        else:
+            raise BonError(f"{where}: content[{k}]: unknown kind {kind!r}")
+    return Content(items)
+
+
+def _image(rel: str, base: Path, origin: str) -> ImageItem:
+    if resolve_image_path(rel, base) is None:
+        raise BonError(f"{origin}: image file {rel} not found under {base}")
+    return LazyImage(fetch=lambda: open_image_file(rel, base, origin), origin=origin)
