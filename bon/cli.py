@@ -200,8 +200,9 @@ def mmrb2_accuracy(bench_dir: Path, task: str, predictions: tuple[Path, ...], mo
     result = mmrb2.evaluate(bench_dir, dict(zip(tasks, predictions)))
     for name in tasks:
         r = result[name]
+        unknown = f"  unknown ids {r['unknown_ids']} (ignored)" if r.get("unknown_ids") else ""
         out.print(f"{name:<12} accuracy {r['accuracy']:6.2f}%  total {r['total_pairs']}  evaluated {r['evaluated_pairs']}  "
-                  f"missing {r['missing_pairs']}  ({r['correct']}/{r['judgements']} judgements)")
+                  f"missing {r['missing_pairs']}  ({r['correct']}/{r['judgements']} judgements){unknown}")
     if len(tasks) > 1:
         o = result["overall"]
         out.print(f"{'overall':<12} accuracy {o['accuracy']:6.2f}%  ({o['correct']}/{o['judgements']} judgements, micro-averaged)")
@@ -221,8 +222,10 @@ def mmrb2_accuracy(bench_dir: Path, task: str, predictions: tuple[Path, ...], mo
 @click.option("--store", "store_path", type=click.Path(path_type=Path), default=None,
               help="Judgment store (default: judgments.sqlite beside --out).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge option (YAML value), repeatable.")
+@click.option("--official-prompts", type=click.Path(path_type=Path), default=None,
+              help="A local MMRB2 checkout: MLLM judges use its official rubric text instead of bon's own.")
 def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, samples: int, limit: Optional[int],
-                store_path: Optional[Path], options: tuple[str, ...]) -> None:
+                store_path: Optional[Path], options: tuple[str, ...], official_prompts: Optional[Path]) -> None:
     """Ask a judge every pair in both orders; write an official judgment file as it goes (resumable)."""
     from analysis import mmrb2
     from bon import registry
@@ -232,7 +235,10 @@ def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, sam
 
     task = mmrb2.scorer_task(task)
     mmrb2.find_task_file(bench_dir, task)  # fail before loading any model
-    judge = registry.create("judge", judge_spec, **_parse_options(options))
+    judge_options = _parse_options(options)
+    if official_prompts is not None:
+        judge_options["official_prompts"] = str(official_prompts)
+    judge = registry.create("judge", judge_spec, **judge_options)
     done = mmrb2.load_judgments(out_file) if out_file.exists() else {}
     store = JudgmentStore(store_path or out_file.parent / "judgments.sqlite")
     try:

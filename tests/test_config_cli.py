@@ -93,3 +93,13 @@ def test_report_command_infers_task_from_ids(tmp_path, capsys):
     stray.write_text(json.dumps({"zzz": {"forward": [{"judgement": "A"}]}}))
     err = _one_line_error(capsys, ["mmrb2", "report", "--bench-dir", str(bench), "--predictions", str(stray)])
     assert "none of its pair ids" in err
+
+
+def test_unknown_ids_are_counted_not_fatal(tmp_path, capsys):
+    bench = _bench(tmp_path, PAIR)
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"p1": {"forward": [{"judgement": "A"}], "reverse": [{"judgement": "B"}]},
+                                "ghost": {"forward": [{"judgement": "A"}], "reverse": [{"judgement": "A"}]}}))
+    assert main(["mmrb2", "accuracy", "--bench-dir", str(bench), "--task", "image", "--predictions", str(pred)]) == 0
+    printed = capsys.readouterr().out
+    assert "100.00%" in printed and "unknown ids 1 (ignored)" in printed
