@@ -47,10 +47,6 @@ class StudyOutcome:
     stopped: str | None = None  # why the study stopped early (a call budget), if it did
 
 
-def versions() -> dict[str, str]:
-    return library_versions()
-
-
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
     """Write the resolved config with provenance; refuse a folder that holds a different study."""
     wanted = cfg.as_dict()
@@ -63,7 +59,7 @@ def record_config(run: RunFolder, cfg: StudyConfig) -> None:
                 f"{run.config}: this run folder holds a study with other {', '.join(changed)}; "
                 "use a new output folder (or the same settings to resume)"
             )
-    provenance = {"study": wanted, "versions": versions(), "platform": platform.platform(), "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    provenance = {"study": wanted, "versions": library_versions(), "platform": platform.platform(), "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_text(run.config, yaml.safe_dump(provenance, sort_keys=False))
 
 
@@ -103,6 +99,19 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
+    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts)
+    lap("judge_and_select")
+
+    write_text(run.picks, "".join(_json_line(p) for p in picks))
+    results = results_table(picks, scores, accuracies, cfg.n)
+    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped)
+
+
+def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
+                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int]):
+    """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
+    prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
+    picks, why the budget stopped it or None); what was done before a stop is kept."""
     store = JudgmentStore(run.store)
     budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
@@ -129,12 +138,7 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         store.close()
-    lap("judge_and_select")
-
-    write_text(run.picks, "".join(_json_line(p) for p in picks))
-    results = results_table(picks, scores, accuracies, cfg.n)
-    outcome = analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped)
-    return outcome
+    return accuracies, judge_stats, picks, stopped
 
 
 def _total(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -225,7 +229,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "preference_pairs": pair_counts,
         "timings_s": timings,
         "stopped": stopped,
-        "versions": versions(),
+        "versions": library_versions(),
     }
     write_json(run.stats, stats)
     context = {
