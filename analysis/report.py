@@ -331,3 +331,77 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# --- bootstrap intervals, permutation tests, leave-one-judge-out (analysis.full_report) ---------------
+
+STATS_BEGIN = "<!-- bon:statistics -->"
+STATS_END = "<!-- /bon:statistics -->"
+
+
+def statistics_markdown(intervals: pd.DataFrame, metrics: pd.DataFrame | None = None, bootstrap: int | None = None,
+                        seed: int | None = None) -> str:
+    """The uncertainty section: every coefficient with its interval, p-value, leave-one-out range and warning."""
+    lines = ["## Uncertainty: intervals, permutation tests and leave-one-judge-out\n",
+             f"Intervals are 95% bias-corrected percentile bootstrap intervals ({bootstrap or '?'} replicates, seed "
+             f"{seed if seed is not None else '?'}) whose replicates resample the judges, the downstream prompts and the "
+             "MMRB2 pairs at once; *CI (meas.)* keeps the judges fixed (prompts and pairs only: how much these judges' "
+             "coefficient moves with new prompts and pairs, not an interval for judges in general). Bounds carry Monte "
+             "Carlo error (about ±0.1 for lower bounds at 1,000 replicates). *p* is a two-sided permutation "
+             "p-value (judge labels permuted). *LOO* is the range of r after leaving out any one judge. Pooled rows "
+             "compare judges only within a setting. ⚠ marks rows too thin to lean on; the reason is in the last "
+             "column. These numbers replace the Fisher interval above, which assumes normal data and ignores "
+             "measurement noise.\n"]
+    if intervals is None or intervals.empty:
+        return "\n".join(lines + ["No correlations.\n"])
+    t = intervals.copy()
+
+    def iv(lo: Any, hi: Any) -> str:
+        return f"{lo:+.2f} to {hi:+.2f}" if np.isfinite(lo) and np.isfinite(hi) else DASH
+
+    table = pd.DataFrame({
+        "task": [("⚠ " if f else "") + TASK_TITLES.get(x, x) for x, f in zip(t["task"], t["flag"])],
+        "generator": t["generator"],
+        "judges": t["n_judges"], "prompts": t["n_prompts"], "pairs": t["n_pairs"],
+        "r": t["pearson_r"], "r 95% CI": [iv(a, b) for a, b in zip(t["pearson_lo"], t["pearson_hi"])],
+        "CI (meas.)": [iv(a, b) for a, b in zip(t["pearson_lo_meas"], t["pearson_hi_meas"])],
+        "p (r)": t["pearson_p_perm"], "LOO r": [iv(a, b) for a, b in zip(t["pearson_loo_min"], t["pearson_loo_max"])],
+        "ρ": t["spearman_rho"], "ρ 95% CI": [iv(a, b) for a, b in zip(t["spearman_lo"], t["spearman_hi"])],
+        "p (ρ)": t["spearman_p_perm"],
+        "τ": t["kendall_tau"], "τ 95% CI": [iv(a, b) for a, b in zip(t["kendall_lo"], t["kendall_hi"])],
+        "p (τ)": t["kendall_p_perm"], "warning": t["warning"].fillna(""),
+    })
+    lines.append(markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": _p, "p (ρ)": _p,
+                                        "p (τ)": _p}))
+    if metrics is not None and not metrics.empty:
+        m = metrics.copy()
+        lines.append("\n### Best-of-N with intervals over prompts\n")
+        lines.append("Gain = BoN − random; recovery = gain / (oracle − random); win rate = P(pick beats another "
+                     "candidate of the prompt), ties half; rank 1 = best of N.\n")
+        mt = pd.DataFrame({
+            "task": [TASK_TITLES.get(x, x) for x in m["task"]], "generator": m["generator"], "judge": m["judge"],
+            "BoN": m["bon_score"], "BoN 95% CI": [f"{a:.3f} to {b:.3f}" if np.isfinite(a) and np.isfinite(b) else DASH
+                                                  for a, b in zip(m["bon_lo"], m["bon_hi"])],
+            "gain": m["gain"], "gain 95% CI": [f"{a:+.3f} to {b:+.3f}" if np.isfinite(a) and np.isfinite(b) else DASH
+                                               for a, b in zip(m["gain_lo"], m["gain_hi"])],
+            "recovery": m["recovery"], "win rate": m["win_rate"], "mean rank": m["mean_rank"],
+        })
+        lines.append(markdown_table(mt, {"BoN": "{:.3f}", "gain": "{:+.3f}", "recovery": "{:.0%}", "win rate": "{:.2f}",
+                                         "mean rank": "{:.2f}"}))
+    return "\n".join(lines)
+
+
+def append_statistics(run_dir: Path, intervals: pd.DataFrame, metrics: pd.DataFrame | None = None,
+                      bootstrap: int | None = None, seed: int | None = None, extra: str = "") -> Path:
+    """Add (or replace) the uncertainty section of ``run_dir/report.md``; idempotent."""
+    path = Path(run_dir) / "report.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Does MMRB2 accuracy predict Best-of-N gains?\n"
+    block = f"{STATS_BEGIN}\n{statistics_markdown(intervals, metrics, bootstrap, seed)}\n{extra}{STATS_END}\n"
+    if STATS_BEGIN in text and STATS_END in text:
+        head, rest = text.split(STATS_BEGIN, 1)
+        tail = rest.split(STATS_END, 1)[1].lstrip("\n")
+        text = head + block + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    _write_atomic(path, text)
+    return path

@@ -214,6 +214,7 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
 def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict,
             stopped: str | None = None) -> StudyOutcome:
     from analysis.correlation import correlation_table
+    from analysis.full_report import build_report
     from analysis.plots import correlation_figure
     from analysis.report import write_report
 
@@ -245,6 +246,10 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "stats": judge_stats,
     }
     write_report(run.root, results, correlations, context)
+    try:  # intervals, leaderboard, report.html: read from the files just written, never a judge call
+        build_report(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
+    except BonError as exc:
+        note(f"[bold yellow]report.html skipped[/]: {exc}")
     return StudyOutcome(run, results, correlations, stats, stopped)
 
 

@@ -137,3 +137,27 @@ def test_curve_runs_from_stored_judgments(demo_run, tmp_path):
 def test_select_on_a_folder_that_is_no_study(tmp_path, capsys):
     assert main(["select", "--run", str(tmp_path), "--judge", "random"]) == 2
     assert "not a study folder" in capsys.readouterr().err
+
+
+def test_statistical_report_and_its_commands(demo_run, tmp_path, capsys):
+    import re
+
+    html = (demo_run / "report.html").read_text()
+    assert "<table" in html and "data:image/png;base64," in html
+    assert not re.search(r'(src|href)="https?://', html)  # self-contained
+    for name in ("metrics.csv", "correlations_ci.csv", "accuracies.csv", "leaderboard.csv", "report.json"):
+        assert (demo_run / name).stat().st_size > 0, name
+    ci = pd.read_csv(demo_run / "correlations_ci.csv")
+    assert {"pearson_r", "pearson_lo", "pearson_hi", "spearman_rho", "n_judges"} <= set(ci.columns)
+    assert (ci.pearson_lo <= ci.pearson_hi).all()
+    assert main(["leaderboard", "--run", str(demo_run), "--task", "t2i", "--generator", "strong"]) == 0
+    assert "scene-full" in capsys.readouterr().out
+    assert main(["compare", str(demo_run), str(demo_run), "--out", str(tmp_path / "cmp")]) == 0
+    assert (tmp_path / "cmp" / "compare.html").exists()
+    # a user's own Best-of-N scores against the accuracies published with MMRB2
+    scores = tmp_path / "scores.csv"
+    judges = ["Gemma 3 4B", "Gemma 3 27B", "Qwen2.5-VL-72B", "Qwen3-VL-8B", "GPT-4o"]
+    pd.DataFrame({"task": "t2i", "generator": "mine", "judge": judges, "bon_score": [0.50, 0.55, 0.58, 0.61, 0.57]}).to_csv(scores, index=False)
+    assert main(["figure", "--scores", str(scores), "--out", str(tmp_path / "fig")]) == 0
+    assert (tmp_path / "fig.png").stat().st_size > 0 and (tmp_path / "fig.svg").exists()
+    assert len(pd.read_csv(tmp_path / "fig_correlations.csv")) >= 1

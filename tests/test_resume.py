@@ -22,8 +22,11 @@ def _calls_made(run: Path) -> int:
 
 
 def _stored(run: Path) -> int:
-    with sqlite3.connect(run / "judgments.sqlite") as db:
-        return db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+    try:
+        with sqlite3.connect(run / "judgments.sqlite") as db:
+            return db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+    except sqlite3.OperationalError:  # the killed run had not created the table yet
+        return 0
 
 
 def _same_outputs(a: Path, b: Path) -> None:

@@ -1,0 +1,257 @@
+"""Best-of-N metrics per (task, generator, judge, strategy), with bootstrap intervals over prompts.
+
+Everything starts from one long table, :func:`prompt_level`: one row per pick (a judge's choice among
+the N candidates of one prompt and generator) with the verifier's score of the pick and of the
+prompt's candidates. From it, per group:
+
+- ``bon_score``: mean verifier score of the picks (unscored picks left out, as in ``results.csv``);
+- ``random_score``: the expected score of a random pick (mean over the prompt's scored candidates);
+- ``oracle_score``: the best candidate's score (what a perfect judge would get);
+- ``gain`` = BoN − random and ``recovery`` = (BoN − random) / (oracle − random), a ratio of means;
+- ``win_rate``: P(pick scores higher than another candidate of the same prompt drawn at random), ties
+  count one half; 0.5 is chance, 1 means the pick always beat every other candidate;
+- ``mean_rank``: the pick's rank among the prompt's scored candidates, 1 = best, ties share the mean
+  rank; ``norm_rank`` = (mean_rank − 1) / (N − 1) per prompt, 0 = best, 1 = worst (per prompt it is
+  1 − win_rate, so it carries the same information in the form some readers expect);
+- ``oracle_hit``: share of prompts where the pick scored as high as the best candidate.
+
+Intervals are percentile bootstrap intervals over prompts. The same resampled prompts are used for
+every judge of a (task, generator), so differences between judges are paired (see
+:mod:`analysis.leaderboard`). Seeds come from ``(seed, task, generator)``: deterministic, and
+independent of which other judges or settings are in the run.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from bon.content import TASKS, read_jsonl
+from bon.errors import BonError
+from bon.seeds import derive_seed
+
+ScoreKey = tuple[str, str, int]
+GROUP = ["task", "generator", "judge", "strategy"]
+PROMPT_COLUMNS = [*GROUP, "prompt_id", "index", "pick_score", "random_score", "oracle_score", "win", "rank",
+                  "n_scored", "hit", "calls", "missing"]
+METRIC_COLUMNS = [
+    *GROUP, "prompts", "n", "bon_score", "bon_lo", "bon_hi", "random_score", "oracle_score",
+    "gain", "gain_lo", "gain_hi", "recovery", "recovery_lo", "recovery_hi", "win_rate", "win_lo", "win_hi",
+    "mean_rank", "norm_rank", "oracle_hit", "unscored_picks", "judge_calls", "calls_per_prompt", "missing_verdicts",
+]
+
+
+# --- reading a run folder -----------------------------------------------------------------------
+
+
+def load_picks(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's ``picks.jsonl`` records (see :mod:`bon.stages.select`)."""
+    path = Path(run_dir) / "picks.jsonl"
+    if not path.exists():
+        raise BonError(f"{path}: no picks; is {run_dir} a finished study folder?")
+    return [rec for _, rec in read_jsonl(path)]
+
+
+def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
+    """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
+    path = Path(run_dir) / "scores.jsonl"
+    if not path.exists():
+        raise BonError(f"{path}: no verifier scores; is {run_dir} a finished study folder?")
+    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)}
+
+
+def run_n(run_dir: Path) -> int | None:
+    """Candidates per prompt from the run's ``config.yaml`` (None when it cannot be read)."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        study = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("study") or {}
+        return int(study["n"])
+    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return None
+
+
+# --- one row per pick -----------------------------------------------------------------------------
+
+
+def candidate_scores(scores: Mapping[ScoreKey, Mapping[str, Any]], n: int | None = None) -> dict[tuple[str, str], np.ndarray]:
+    """(generator, prompt id) -> scores of candidates 0..N−1 (NaN where missing or unscored)."""
+    width: dict[tuple[str, str], int] = {}
+    for gen, pid, idx in scores:
+        width[(gen, pid)] = max(width.get((gen, pid), 0), idx + 1)
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for key, w in width.items():
+        out[key] = np.full(max(w, n or 0), np.nan)
+    for (gen, pid, idx), rec in scores.items():
+        value = rec.get("score")
+        if value is not None and math.isfinite(float(value)):
+            out[(gen, pid)][idx] = float(value)
+    return out
+
+
+def _pick_stats(values: np.ndarray, index: int) -> dict[str, float]:
+    """Win rate, mean rank (1 = best) and oracle hit of candidate ``index`` among finite ``values``."""
+    ok = np.isfinite(values)
+    n_scored = int(ok.sum())
+    out = {"pick_score": math.nan, "random_score": math.nan, "oracle_score": math.nan, "win": math.nan,
+           "rank": math.nan, "n_scored": n_scored, "hit": math.nan}
+    if n_scored:
+        out["random_score"] = float(values[ok].mean())
+        out["oracle_score"] = float(values[ok].max())
+    if not (0 <= index < len(values)) or not ok[index]:
+        return out
+    s = float(values[index])
+    others = np.delete(values, index)
+    others = others[np.isfinite(others)]
+    higher = float((others > s).sum())
+    ties = float((others == s).sum())
+    out["pick_score"] = s
+    out["rank"] = 1.0 + higher + ties / 2.0
+    out["hit"] = float(s >= out["oracle_score"])
+    if others.size:
+        out["win"] = float(((others < s).sum() + ties / 2.0) / others.size)
+    return out
+
+
+def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
+                 n: int | None = None) -> pd.DataFrame:
+    """One row per pick: its score, the prompt's random and oracle levels, win rate and rank."""
+    cands = candidate_scores(scores, n)
+    rows = []
+    for pk in picks:
+        gen, pid = pk["generator"], pk["prompt_id"]
+        values = cands.get((gen, pid), np.full(n or 0, np.nan))
+        index = int(pk.get("index", -1))
+        rows.append({"task": pk["task"], "generator": gen, "judge": pk["judge"], "strategy": pk.get("strategy", ""),
+                     "prompt_id": pid, "index": index, **_pick_stats(values, index),
+                     "calls": int(pk.get("calls", 0) or 0), "missing": int(pk.get("missing", 0) or 0)})
+    table = pd.DataFrame(rows, columns=PROMPT_COLUMNS)
+    dup = table.duplicated([*GROUP, "prompt_id"], keep=False)
+    if dup.any():
+        r = table[dup].iloc[0]
+        raise BonError(f"picks: several picks for {r['task']}/{r['generator']}/{r['judge']}/{r['strategy']} prompt "
+                       f"{r['prompt_id']}")
+    return table
+
+
+def load_prompt_level(run_dir: Path) -> pd.DataFrame:
+    """:func:`prompt_level` for a run folder."""
+    return prompt_level(load_picks(run_dir), load_scores(run_dir), run_n(run_dir))
+
+
+# --- bootstrap helpers (shared with statistics and leaderboard) -------------------------------------
+
+
+def task_order(tasks: Iterable[str]) -> list[str]:
+    seen = list(dict.fromkeys(tasks))
+    return [t for t in TASKS if t in seen] + sorted(t for t in seen if t not in TASKS)
+
+
+def multinomial_weights(n_items: int, bootstrap: int, seed: int) -> np.ndarray:
+    """``bootstrap`` x ``n_items`` resampling multiplicities (each row sums to ``n_items``)."""
+    if n_items == 0:
+        return np.zeros((bootstrap, 0))
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=bootstrap).astype(float)
+
+
+def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """NaN-aware weighted means: ``values`` (K x P) with NaN gaps, ``weights`` (B x P) -> (B x K)."""
+    values = np.atleast_2d(values)
+    ok = np.isfinite(values)
+    num = weights @ np.where(ok, values, 0.0).T
+    den = weights @ ok.T.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def percentile_ci(replicates: np.ndarray, level: float = 0.95, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval over finite replicates (NaN where none is finite)."""
+    alpha = (1.0 - level) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is what we want
+        lo = np.nanquantile(replicates, alpha, axis=axis)
+        hi = np.nanquantile(replicates, 1.0 - alpha, axis=axis)
+    return lo, hi
+
+
+def setting_matrix(prompts: pd.DataFrame, column: str, judges: Sequence[str], prompt_ids: Sequence[str]) -> np.ndarray:
+    """Judges x prompts matrix of ``column`` for one setting (NaN where a judge has no such pick)."""
+    pivot = prompts.pivot_table(index="judge", columns="prompt_id", values=column, aggfunc="first", dropna=False)
+    return pivot.reindex(index=list(judges), columns=list(prompt_ids)).to_numpy(float)
+
+
+def prompt_weights(seed: int, task: str, generator: str, n_prompts: int, bootstrap: int) -> np.ndarray:
+    """The resampling of one setting's prompts: the same for every judge, so comparisons are paired."""
+    return multinomial_weights(n_prompts, bootstrap, derive_seed(seed, "bon-prompts", task, generator))
+
+
+# --- the metrics table ----------------------------------------------------------------------------
+
+
+def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+                n: int | None = None) -> pd.DataFrame:
+    """One row per (task, generator, judge, strategy) with point estimates and bootstrap intervals."""
+    if prompts.empty:
+        return pd.DataFrame(columns=METRIC_COLUMNS)
+    rows = []
+    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
+    settings = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
+                      key=lambda k: (order[k[0]], k[1], k[2]))
+    for task, gen, strategy in settings:
+        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
+        judges = list(dict.fromkeys(sub["judge"]))
+        pids = sorted(set(sub["prompt_id"]))
+        w = prompt_weights(seed, task, gen, len(pids), bootstrap)
+        mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
+        bon_b = weighted_means(mats["pick_score"], w)
+        rnd_b = weighted_means(mats["random_score"], w)
+        orc_b = weighted_means(mats["oracle_score"], w)
+        win_b = weighted_means(mats["win"], w)
+        gain_b = bon_b - rnd_b
+        with np.errstate(invalid="ignore", divide="ignore"):
+            span = orc_b - rnd_b
+            rec_b = np.where(np.abs(span) > 1e-12, gain_b / np.where(np.abs(span) > 1e-12, span, 1.0), np.nan)
+        ci = {name: percentile_ci(rep, level) for name, rep in
+              (("bon", bon_b), ("gain", gain_b), ("recovery", rec_b), ("win", win_b))}
+        for j, judge in enumerate(judges):
+            mine = sub[sub.judge == judge]
+            bon = _mean(mine["pick_score"])
+            rnd, orc = _mean(mine["random_score"]), _mean(mine["oracle_score"])
+            span = orc - rnd
+            ranks = mine["rank"].to_numpy(float)
+            denom = mine["n_scored"].to_numpy(float) - 1.0
+            with np.errstate(invalid="ignore", divide="ignore"):
+                norm = np.where(denom > 0, (ranks - 1.0) / np.where(denom > 0, denom, 1.0), np.nan)
+            calls = int(mine["calls"].sum())
+            rows.append({
+                "task": task, "generator": gen, "judge": judge, "strategy": strategy, "prompts": len(mine),
+                "n": n if n is not None else int(mine["n_scored"].max() if len(mine) else 0),
+                "bon_score": bon, "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j],
+                "random_score": rnd, "oracle_score": orc,
+                "gain": bon - rnd, "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
+                "recovery": (bon - rnd) / span if abs(span) > 1e-12 else math.nan,
+                "recovery_lo": ci["recovery"][0][j], "recovery_hi": ci["recovery"][1][j],
+                "win_rate": _mean(mine["win"]), "win_lo": ci["win"][0][j], "win_hi": ci["win"][1][j],
+                "mean_rank": _mean(mine["rank"]), "norm_rank": _mean(pd.Series(norm)),
+                "oracle_hit": _mean(mine["hit"]), "unscored_picks": int(mine["pick_score"].isna().sum()),
+                "judge_calls": calls, "calls_per_prompt": calls / len(mine) if len(mine) else math.nan,
+                "missing_verdicts": int(mine["missing"].sum()),
+            })
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+def run_metrics(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """:func:`bon_metrics` of a run folder."""
+    return bon_metrics(load_prompt_level(run_dir), bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir))
+
+
+def _mean(values: pd.Series) -> float:
+    v = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else math.nan

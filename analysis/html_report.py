@@ -1,0 +1,776 @@
+"""``report.html``: the whole study in one self-contained file, and two studies side by side.
+
+Everything is inline: figures as base64 PNG (each with its SVG as a data-URI download), candidate
+thumbnails as base64 PNG, every table's numbers as CSV/JSON data-URI downloads, and a few lines of
+vanilla JavaScript that sort tables by a click on a header and filter the long ones. No external URL
+is referenced anywhere, so the file opens offline, can be mailed, and shows the same thing in ten years.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.bon_metrics import task_order
+from analysis.plots import TASK_TITLES
+from bon.content import read_jsonl, slug
+from bon.errors import BonError
+
+THUMB = 112  # px, longest side of a candidate thumbnail
+
+CSS = """
+:root{--fg:#1b1f24;--muted:#5b6470;--line:#d8dde3;--bg:#fff;--alt:#f6f8fa;--accent:#0b5cad;--warn:#9a5b00;--warnbg:#fff6e0;--good:#0f6b3a}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);background:var(--bg)}
+main{max-width:1240px;margin:0 auto;padding:28px 28px 60px}
+h1{font-size:26px;margin:0 0 4px}h2{font-size:20px;margin:36px 0 8px;padding-top:8px;border-top:1px solid var(--line)}
+h3{font-size:16px;margin:22px 0 6px}p,li{max-width:920px}.muted{color:var(--muted)}.small{font-size:12.5px}
+nav{display:flex;flex-wrap:wrap;gap:6px 14px;margin:14px 0 4px;font-size:13px}nav a{color:var(--accent);text-decoration:none}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:18px 0}
+.card{border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:140px;flex:1;background:var(--alt)}
+.card .v{font-size:21px;font-weight:600}.card .k{font-size:12px;color:var(--muted)}
+figure{margin:14px 0 8px}figure img{max-width:100%;height:auto;border:1px solid var(--line);border-radius:4px}
+figcaption{font-size:12.5px;color:var(--muted);max-width:960px}
+.tablewrap{display:inline-block;max-width:100%;vertical-align:top;overflow:auto;margin:8px 0 4px;border:1px solid var(--line);border-radius:6px;max-height:640px}
+table{border-collapse:collapse;font-size:12.5px}
+th,td{padding:4px 8px;border-bottom:1px solid var(--line);white-space:nowrap;text-align:left}
+th{background:#eef1f4;position:sticky;top:0;z-index:1;font-weight:600}
+table.sortable th{cursor:pointer;user-select:none}table.sortable th:hover{background:#e2e7ec}
+th[data-dir=asc]::after{content:" \\25B2";font-size:9px}th[data-dir=desc]::after{content:" \\25BC";font-size:9px}
+td.num{text-align:right;font-variant-numeric:tabular-nums}tbody tr:nth-child(even){background:var(--alt)}
+tr.flag td:first-child::before{content:"\\26A0 ";color:var(--warn)}tr.flag{background:var(--warnbg)!important}
+td.warn{color:var(--warn);white-space:normal;min-width:260px;font-size:12px}
+.tag{display:inline-block;padding:0 6px;border-radius:9px;background:#e6eef7;color:#123;font-size:11px;margin:1px 2px 1px 0}
+.tag.best{background:#dff3e6;color:var(--good)}
+input.filter{margin:6px 0;padding:4px 8px;border:1px solid var(--line);border-radius:5px;font-size:13px;width:280px}
+details{margin:6px 0}summary{cursor:pointer;font-weight:600}
+.prompt{border:1px solid var(--line);border-radius:8px;padding:10px 12px;margin:12px 0}
+.prompt .text{white-space:pre-wrap;margin:2px 0 8px}
+.cands{display:flex;flex-wrap:wrap;gap:8px}
+.cand{width:134px;border:1px solid var(--line);border-radius:6px;padding:6px;font-size:11.5px;background:#fff}
+.cand.oracle{border-color:var(--good);box-shadow:0 0 0 1px var(--good) inset}
+.cand img{display:block;max-width:100%;margin:0 auto 4px;image-rendering:auto}
+.cand .imgs{display:flex;gap:2px;flex-wrap:wrap;justify-content:center}.cand .imgs img{max-width:58px;margin:0}
+.cand .t{color:var(--muted);max-height:64px;overflow:hidden;font-size:11px}
+.bar{height:5px;background:#e6e9ed;border-radius:3px;margin:3px 0}.bar i{display:block;height:5px;background:#3c7dbf;border-radius:3px}
+.legend{font-size:12px;color:var(--muted);margin:6px 0}
+.dl a{margin-right:14px}
+code{font-size:12.5px;background:var(--alt);padding:1px 4px;border-radius:3px}
+@media print{.tablewrap{max-height:none;overflow:visible}nav,input.filter{display:none}}
+"""
+
+JS = """
+(function(){
+  function val(td){var v=td.getAttribute('data-v');if(v===null)v=td.textContent;var n=parseFloat(v);
+    return (v!==''&&isFinite(n)&&/^[-+]?[0-9.eE+-]+$/.test(v.trim()))?{n:n}:{s:v.toLowerCase()};}
+  function cmp(a,b){if(a.n!==undefined&&b.n!==undefined)return a.n-b.n;if(a.n!==undefined)return -1;if(b.n!==undefined)return 1;
+    return a.s<b.s?-1:a.s>b.s?1:0;}
+  document.querySelectorAll('table.sortable').forEach(function(table){
+    var heads=table.tHead?table.tHead.rows[0].cells:[];
+    Array.prototype.forEach.call(heads,function(th,i){
+      th.title='Click to sort';
+      th.addEventListener('click',function(){
+        var dir=th.getAttribute('data-dir')==='asc'?'desc':'asc';
+        Array.prototype.forEach.call(heads,function(h){h.removeAttribute('data-dir');});
+        th.setAttribute('data-dir',dir);
+        var body=table.tBodies[0],rows=Array.prototype.slice.call(body.rows);
+        rows.sort(function(r1,r2){var c=cmp(val(r1.cells[i]),val(r2.cells[i]));return dir==='asc'?c:-c;});
+        rows.forEach(function(r){body.appendChild(r);});
+      });
+    });
+  });
+  document.querySelectorAll('input.filter').forEach(function(input){
+    var table=document.getElementById(input.getAttribute('data-table'));
+    input.addEventListener('input',function(){
+      var q=input.value.toLowerCase().split(/\\s+/).filter(Boolean);
+      Array.prototype.forEach.call(table.tBodies[0].rows,function(r){
+        var t=r.textContent.toLowerCase();
+        r.style.display=q.every(function(w){return t.indexOf(w)>=0;})?'':'none';
+      });
+    });
+  });
+})();
+"""
+
+
+# --- small builders ---------------------------------------------------------------------------------
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt(spec: str) -> Callable[[Any], str]:
+    def f(v: Any) -> str:
+        if not _finite(v):
+            return "–"
+        text = format(float(v), spec)
+        if text.lstrip("+-").replace(".", "").replace("%", "").strip("0") == "":  # "-0.000" from rounding
+            text = format(0.0, spec)
+        return text.replace("-", "−")
+    return f
+
+
+def _p_text(v: Any) -> str:
+    """``< 0.001`` or ``= 0.012``, for running text."""
+    return "–" if not _finite(v) else ("< 0.001" if float(v) < 0.001 else f"= {float(v):.3f}")
+
+
+def fmt_p(v: Any) -> str:
+    if not _finite(v):
+        return "–"
+    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
+
+
+def ci(lo: Any, hi: Any, spec: str = "+.2f") -> str:
+    if not (_finite(lo) and _finite(hi)):
+        return "–"
+    f = fmt(spec)
+    return f"[{f(lo)}, {f(hi)}]"
+
+
+# (header, header tooltip, raw value for sorting, display text or None, [extra cell class])
+Column = tuple
+
+
+def col(label: str, key: str, spec: str | Callable[[Any], str] | None = None, title: str = "") -> Column:
+    """A table column: header, raw value (sort key) and display text, read from a row mapping."""
+    f = fmt(spec) if isinstance(spec, str) else spec
+    return (label, title, (lambda r: r.get(key)), (lambda r: f(r.get(key))) if f else None)
+
+
+def html_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], table_id: str | None = None,
+               sortable: bool = True, flag: Callable[[Mapping[str, Any]], str] | None = None) -> str:
+    head = "".join(f'<th title="{esc(c[1])}">{esc(c[0])}</th>' if c[1] else f"<th>{esc(c[0])}</th>" for c in columns)
+    body = []
+    for r in rows:
+        cells = []
+        for column in columns:
+            _, _, raw, shown = column[:4]
+            extra = column[4] if len(column) > 4 else ""
+            v = raw(r)
+            text = shown(r) if shown else ("–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v))
+            num = _finite(v) and not isinstance(v, (bool, np.bool_)) and not isinstance(v, str)
+            data_v = f' data-v="{float(v):.10g}"' if num else ""
+            cls = " ".join(c for c in ("num" if num else "", extra) if c)
+            cells.append(f'<td{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}{data_v}>{esc(text)}</td>')
+        why = flag(r) if flag else ""
+        cls = f' class="flag" title="{esc(why)}"' if why else ""
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    tid = f' id="{esc(table_id)}"' if table_id else ""
+    return (f'<div class="tablewrap"><table{tid} class="{"sortable" if sortable else ""}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def records(df: pd.DataFrame | None) -> list[dict[str, Any]]:
+    return [] if df is None or df.empty else df.to_dict(orient="records")
+
+
+def data_uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def figure_html(paths: Sequence[Path] | None, caption: str, alt: str, max_width: int | None = None) -> str:
+    """An inline PNG with its SVG (when there is one) as a download link."""
+    if not paths:
+        return ""
+    png = next((Path(p) for p in paths if Path(p).suffix == ".png"), None)
+    svg = next((Path(p) for p in paths if Path(p).suffix == ".svg"), None)
+    if png is None or not png.exists():
+        return ""
+    link = ""
+    if svg is not None and svg.exists():
+        link = f' <a download="{esc(svg.name)}" href="{data_uri(svg.read_bytes(), "image/svg+xml")}">Download SVG</a>.'
+
+    style = f' style="max-width:{max_width}px"' if max_width else ""
+    return (f'<figure><img alt="{esc(alt)}"{style} src="{data_uri(png.read_bytes(), "image/png")}">'
+            f"<figcaption>{caption}{link}</figcaption></figure>")
+
+
+def thumbnail(path: Path, size: int = THUMB) -> str | None:
+    """A base64 thumbnail (JPEG, or PNG when that is smaller), or None when the image cannot be read."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            im.thumbnail((size, size))
+            jpg, png = io.BytesIO(), io.BytesIO()
+            im.save(jpg, format="JPEG", quality=85)
+            im.save(png, format="PNG", optimize=True)
+    except (OSError, ValueError):
+        return None
+    if png.tell() <= jpg.tell():
+        return data_uri(png.getvalue(), "image/png")
+    return data_uri(jpg.getvalue(), "image/jpeg")
+
+
+def _inside(base: Path, rel: str) -> Path | None:
+    p = PurePosixPath(rel)
+    if p.is_absolute() or ".." in p.parts:
+        return None
+    return base / Path(*p.parts)
+
+
+def content_html(content: Any, base: Path, size: int = THUMB, max_text: int = 220) -> str:
+    """MMRB2-style ``[[kind, value], ...]`` content as thumbnails and (shortened) text."""
+    if not isinstance(content, list):
+        return ""
+    imgs, texts = [], []
+    for item in content:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2):
+            continue
+        kind, value = item
+        if kind == "image":
+            path = _inside(base, str(value))
+            uri = thumbnail(path, size) if path is not None else None
+            if uri:
+                imgs.append(f'<img alt="image" src="{uri}">')
+        elif kind == "text":
+            texts.append(str(value))
+    text = " ".join(texts)
+    # keep the end too: a reasoning answer ("Answer: 3") usually comes last
+    short = text if len(text) <= max_text else text[: max_text * 3 // 5].rstrip() + " … " + text[-(max_text * 2 // 5):].lstrip()
+    out = f'<div class="imgs">{"".join(imgs)}</div>' if imgs else ""
+    if short:
+        out += f'<div class="t" title="{esc(text)}">{esc(short)}</div>'
+    return out
+
+
+# --- the run report ---------------------------------------------------------------------------------
+
+
+def write_html_report(run_dir: Path, bundle: Mapping[str, Any] | None = None, out: Path | None = None,
+                      sample_prompts: int = 1) -> Path:
+    """Write ``run_dir/report.html`` (or ``out``) from :func:`analysis.full_report.compute`'s bundle,
+    computing it (and drawing the figures into ``run_dir/figures``) when not given."""
+    run_dir = Path(run_dir)
+    if bundle is None:
+        from analysis.full_report import compute
+
+        bundle = compute(run_dir)
+    page = render_run(run_dir, bundle, sample_prompts)
+    path = Path(out) if out else run_dir / "report.html"
+    _write(path, page)
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _page(title: str, body: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<link rel=\"icon\" href=\"data:,\"><title>{esc(title)}</title><style>{CSS}</style></head>"
+            f"<body><main>{body}</main><script>{JS}</script></body></html>\n")
+
+
+CORR_TITLE = {
+    "r [95% CI]": "Pearson r with the percentile bootstrap interval over judges, prompts and MMRB2 pairs",
+    "CI (measurement)": "Interval with the judges held fixed: prompts and pairs resampled only",
+    "p (perm.)": "Two-sided permutation p-value: judge labels permuted",
+    "LOO range": "Smallest and largest r after leaving out any one judge",
+}
+
+
+def correlation_columns() -> list[Column]:
+    def scope(r: Mapping[str, Any]) -> str:
+        return {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}.get(r["scope"], r["scope"])
+
+    cols: list[Column] = [
+        ("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
+        ("generator", "", lambda r: r["generator"], None),
+        ("scope", "", scope, None),
+        col("judges", "n_judges"), col("prompts", "n_prompts"), col("pairs", "n_pairs"),
+    ]
+    for stat, sym in (("pearson", "r"), ("spearman", "ρ"), ("kendall", "τ")):
+        point = {"pearson": "pearson_r", "spearman": "spearman_rho", "kendall": "kendall_tau"}[stat]
+        cols.append((sym, "", (lambda r, p=point: r.get(p)), (lambda r, p=point: fmt("+.2f")(r.get(p)))))
+        cols.append(("95% CI", CORR_TITLE["r [95% CI]"].replace("Pearson r", sym),
+                     (lambda r, s=stat: r.get(f"{s}_lo")), (lambda r, s=stat: ci(r.get(f"{s}_lo"), r.get(f"{s}_hi")))))
+        if stat == "pearson":
+            cols.append(("CI (meas.)", CORR_TITLE["CI (measurement)"], lambda r: r.get("pearson_lo_meas"),
+                         lambda r: ci(r.get("pearson_lo_meas"), r.get("pearson_hi_meas"))))
+        cols.append((f"p ({sym})", CORR_TITLE["p (perm.)"], (lambda r, s=stat: r.get(f"{s}_p_perm")),
+                     (lambda r, s=stat: fmt_p(r.get(f"{s}_p_perm")))))
+        if stat == "pearson":
+            cols.append(("LOO range (r)", CORR_TITLE["LOO range"], lambda r: r.get("pearson_loo_min"),
+                         lambda r: ci(r.get("pearson_loo_min"), r.get("pearson_loo_max")).strip("[]")))
+    return cols
+
+
+def metrics_columns() -> list[Column]:
+    return [
+        ("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
+        ("generator", "", lambda r: r["generator"], None),
+        ("judge", "", lambda r: r["judge"], None),
+        col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"),
+        ("acc. 95% CI", "", lambda r: r.get("acc_lo"), lambda r: ci(r.get("acc_lo"), r.get("acc_hi"), ".1f")),
+        col("BoN", "bon_score", ".3f"),
+        ("BoN 95% CI", "", lambda r: r.get("bon_lo"), lambda r: ci(r.get("bon_lo"), r.get("bon_hi"), ".3f")),
+        col("random", "random_score", ".3f"), col("oracle", "oracle_score", ".3f"),
+        col("gain", "gain", "+.3f"),
+        ("gain 95% CI", "", lambda r: r.get("gain_lo"), lambda r: ci(r.get("gain_lo"), r.get("gain_hi"), "+.3f")),
+        col("recovery", "recovery", ".0%"),
+        ("recovery 95% CI", "", lambda r: r.get("recovery_lo"),
+         lambda r: ci(r.get("recovery_lo"), r.get("recovery_hi"), ".0%")),
+        col("win rate", "win_rate", ".2f", "P(pick beats another candidate of the prompt), ties count half"),
+        col("mean rank", "mean_rank", ".2f", "rank of the pick among the N candidates, 1 = best"),
+        col("oracle hit", "oracle_hit", ".0%", "share of prompts where the pick scored as high as the best candidate"),
+        col("prompts", "prompts"), col("calls/prompt", "calls_per_prompt", ".1f"),
+        col("unscored", "unscored_picks"),
+    ]
+
+
+def leaderboard_columns() -> list[Column]:
+    return [
+        col("#", "rank"), ("judge", "", lambda r: r["judge"], None),
+        col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"), col("BoN", "bon_score", ".3f"),
+        ("95% CI", "", lambda r: r.get("bon_lo"), lambda r: ci(r.get("bon_lo"), r.get("bon_hi"), ".3f")),
+        col("gain", "gain", "+.3f"),
+        ("vs best", "paired difference of means on the same prompts", lambda r: r.get("diff_vs_best"),
+         lambda r: "best" if r.get("rank") == 1 else fmt("+.3f")(r.get("diff_vs_best"))),
+        ("95% CI", "", lambda r: r.get("diff_lo"),
+         lambda r: "" if r.get("rank") == 1 else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
+        ("p (Holm)", "sign-flip permutation p-value, Holm-adjusted over the judges", lambda r: r.get("p_holm"),
+         lambda r: fmt_p(r.get("p_holm"))),
+        ("verdict", "", lambda r: "best" if r.get("rank") == 1 else ("tied" if r.get("tied_with_best") else "worse"), None),
+        col("calls/prompt", "calls_per_prompt", ".1f"), col("$/prompt", "usd_per_prompt", ".4f"),
+        col("s/prompt", "seconds_per_prompt", ".4f"), col("gain/call", "gain_per_call", "+.4f"),
+        col("gain/$", "gain_per_dollar", "+.1f"),
+    ]
+
+
+def render_run(run_dir: Path, b: Mapping[str, Any], sample_prompts: int = 1) -> str:
+    corr = b.get("correlations")
+    metrics = b.get("metrics_with_acc", b.get("metrics"))
+    acc = b.get("accuracies")
+    lb = b.get("leaderboards")
+    figs = b.get("figures", {})
+    boot, seed, level = b.get("bootstrap"), b.get("seed"), b.get("level", 0.95)
+    study = b.get("study", {}) or {}
+    title = f"Does MMRB2 accuracy predict Best-of-N gains? — {run_dir.name}"
+
+    parts = [f"<h1>Does MMRB2 accuracy predict Best-of-N gains?</h1>",
+             f'<div class="muted">Run folder <code>{esc(run_dir)}</code> · report written '
+             f'{esc(time.strftime("%Y-%m-%d %H:%M"))} · {esc(boot)} bootstrap replicates, seed {esc(seed)}, '
+             f"{int(round(100 * float(level)))}% intervals</div>"]
+    sections = [("answer", "The answer"), ("correlations", "Correlations"), ("judges", "Best-of-N per judge"),
+                ("accuracy", "Judge accuracy"), ("reranker", "Choosing a reranker"), ("curves", "Best-of-n curves"),
+                ("power", "Study size"), ("samples", "Sample prompts"), ("method", "Method"), ("data", "Data")]
+    parts.append("<nav>" + "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections) + "</nav>")
+    parts.append(_cards(b))
+
+    # the answer
+    parts.append('<h2 id="answer">The answer</h2>')
+    parts.append(_summary(corr))
+    parts.append(figure_html(figs.get("correlation"),
+                             "One panel per task, one marker, colour and fit-line pattern per base generator. Above each "
+                             "panel: Pearson r and Spearman ρ across judges with 95% bootstrap intervals (judges, prompts "
+                             "and MMRB2 pairs resampled). Error bars: each judge's 95% interval for its accuracy "
+                             "(pairs resampled) and BoN score (prompts resampled). Dashed: random pick; dotted: oracle; "
+                             "both end in the generator's marker at the right edge.", "accuracy versus Best-of-N score"))
+
+    # correlations
+    parts.append('<h2 id="correlations">Correlation between MMRB2 accuracy and Best-of-N score</h2>')
+    parts.append('<p class="muted small">Rows marked ⚠ are too thin to lean on; hover a row for the reason. '
+                 "Pooled rows correlate within-setting standardised values, so a generator that is better everywhere "
+                 "cannot create a correlation. Click any header to sort.</p>")
+    cols = correlation_columns() + [("warning", "", lambda r: r.get("warning", ""), None, "warn")]
+    parts.append(html_table(records(corr), cols, "corr", flag=lambda r: r.get("warning", "")))
+
+    # per judge
+    parts.append('<h2 id="judges">Best-of-N per judge</h2>')
+    parts.append('<p class="muted small">Gain = BoN − random; recovery = gain / (oracle − random). Intervals: '
+                 "percentile bootstrap over prompts (the same resampled prompts for every judge of a setting).</p>")
+    parts.append('<input class="filter" data-table="metrics" placeholder="filter rows, e.g. t2i weak">')
+    parts.append(html_table(records(metrics), metrics_columns(), "metrics"))
+
+    # accuracy
+    parts.append('<h2 id="accuracy">Judge accuracy (x axis)</h2>')
+    label = b.get("accuracy_label", "")
+    excluded = {t: s for t, s in (b.get("excluded_sources") or {}).items() if s}
+    parts.append(f'<p class="muted small">Source: {esc(label)}. Official MMRB2 semantics: both orders of every pair, '
+                 "first sample, unanswered judgements left out; 50% is chance. Interval: pairs resampled."
+                 + (f" Excluded sources: {esc(excluded)}." if excluded else "") + "</p>")
+    acc_cols = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None), ("judge", "", lambda r: r["judge"], None),
+                col("accuracy %", "accuracy", ".1f"),
+                ("95% CI", "", lambda r: r.get("acc_lo"), lambda r: ci(r.get("acc_lo"), r.get("acc_hi"), ".1f")),
+                col("pairs", "n_pairs"), col("judgements", "n_judgements")]
+    parts.append(html_table(records(acc), acc_cols, "acc"))
+
+    # reranker
+    parts.append('<h2 id="reranker">Choosing a reranker</h2>')
+    parts.append(figure_html(figs.get("reranker"), "Each judge's gain over a random pick (95% interval over prompts) "
+                             "against its cost per prompt; the step line is the cost-gain frontier per generator.",
+                             "gain against cost"))
+    parts.append('<p class="muted small">Per setting, judges ranked by BoN score and compared with the best on the same '
+                 "prompts (paired bootstrap interval, sign-flip test, Holm-adjusted). “tied” = not distinguishable from "
+                 "the best at the 5% level. The best is chosen on the same prompts, so its lead is slightly "
+                 "optimistic.</p>")
+    if lb is not None and not lb.empty:
+        for (task, gen, strategy), sub in lb.groupby(["task", "generator", "strategy"], sort=False):
+            tied = int(sub["tied_with_best"].sum()) - 1  # the best itself is not counted
+            parts.append(f"<details><summary>{esc(TASK_TITLES.get(task, task))} / {esc(gen)} ({esc(strategy)}): best "
+                         f"{esc(sub.iloc[0]['judge'])}, {tied} judge(s) tied with it</summary>"
+                         + html_table(records(sub), leaderboard_columns()) + "</details>")
+
+    # curves
+    parts.append('<h2 id="curves">Best-of-n curves</h2>')
+    if figs.get("curves"):
+        parts.append(figure_html(figs["curves"], "Downstream score of each judge's pick for n = 1, 2, 4, … N candidates "
+                                 "(random n-subsets of each prompt's N); grey: random pick (dashed) and oracle (dotted).",
+                                 "best-of-n curves", max_width=880))
+    else:
+        parts.append('<p class="muted">No curves in this run folder. Run <code>bon curve --run DIR --judge J --json '
+                     "DIR/curves/J.json</code> for the judges of interest and rebuild the report.</p>")
+
+    # power
+    parts.append('<h2 id="power">Study size: how many judges and prompts?</h2>')
+    parts.append(_power_html(b.get("power"), figs.get("power")))
+
+    # samples
+    parts.append('<h2 id="samples">Sample prompts: candidates, picks and verifier scores</h2>')
+    try:
+        parts.append(samples_html(run_dir, b.get("prompts"), sample_prompts))
+    except (BonError, OSError, ValueError, KeyError) as exc:
+        parts.append(f'<p class="muted">Samples unavailable: {esc(exc)}</p>')
+
+    # method + data
+    parts.append('<h2 id="method">Method</h2>' + METHOD_HTML)
+    parts.append('<h2 id="data">Every number</h2>' + _downloads(b))
+    versions = (b.get("versions") or {})
+    parts.append(f'<p class="muted small">{_study_summary(study)}<br>Versions: {esc(_inline(versions))}</p>')
+    return _page(title, "\n".join(p for p in parts if p))
+
+
+def _cards(b: Mapping[str, Any]) -> str:
+    corr = b.get("correlations")
+    metrics = b.get("metrics")
+    cards = []
+    if corr is not None and not corr.empty:
+        pooled = corr[corr.scope == "all"]
+        row = pooled.iloc[0] if len(pooled) else corr.iloc[0]
+        cards.append((f"{fmt('+.2f')(row['pearson_r'])}", f"pooled r {ci(row['pearson_lo'], row['pearson_hi'])}"))
+        setting = corr[corr.scope == "setting"]
+        cards.append((f"{int((setting['pearson_lo'] > 0).sum())} / {len(setting)}",
+                      "settings whose r interval excludes 0"))
+        cards.append((f"{int(corr['flag'].sum())}", "rows with a warning ⚠"))
+    if metrics is not None and not metrics.empty:
+        cards.append((f"{metrics['judge'].nunique()}", "judges"))
+        cards.append((f"{int(metrics.groupby(['task', 'generator'])['prompts'].max().max())}", "prompts per setting"))
+        cards.append((f"{len(metrics.groupby(['task', 'generator']))}", "task × generator settings"))
+    acc = b.get("accuracies")
+    if acc is not None and not acc.empty:
+        cards.append((f"{int(acc.groupby('task')['n_pairs'].max().sum())}", "MMRB2-format pairs (all tasks)"))
+    return '<div class="cards">' + "".join(f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
+                                           for v, k in cards) + "</div>"
+
+
+def _summary(corr: pd.DataFrame | None) -> str:
+    if corr is None or corr.empty:
+        return "<p>No correlations could be computed.</p>"
+    lines = []
+    pooled = corr[corr.scope == "all"]
+    if len(pooled):
+        r = pooled.iloc[0]
+        lines.append(f"Across all settings (within-setting comparisons, {int(r['n_judges'])} judges), Pearson r = "
+                     f"{fmt('+.2f')(r['pearson_r'])} {ci(r['pearson_lo'], r['pearson_hi'])}, Spearman ρ = "
+                     f"{fmt('+.2f')(r['spearman_rho'])} {ci(r['spearman_lo'], r['spearman_hi'])}, permutation "
+                     f"p {_p_text(r['pearson_p_perm'])}.")
+    setting = corr[corr.scope == "setting"]
+    if len(setting):
+        pos = setting[setting.pearson_lo > 0]
+        zero = setting[(setting.pearson_lo <= 0) & (setting.pearson_hi >= 0)]
+        lines.append(f"In {len(pos)} of {len(setting)} task × generator settings the 95% interval for r lies above zero"
+                     + (f"; in {len(zero)} it includes zero ("
+                        + ", ".join(f"{TASK_TITLES.get(t, t)} / {g}" for t, g in zip(zero.task, zero.generator)) + ")"
+                        if len(zero) else "") + ".")
+        strong = setting[setting.pearson_lo > 0.5]
+        if len(strong):
+            lines.append("A strong relation (lower bound of r above 0.5) is supported only in: "
+                         + ", ".join(f"{TASK_TITLES.get(t, t)} / {g}" for t, g in zip(strong.task, strong.generator)) + ".")
+        few = setting[setting.n_judges < 5]
+        if len(few):
+            lines.append(f"{len(few)} setting(s) have fewer than 5 judges: their coefficients are anecdotal.")
+    return "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>"
+
+
+def _power_html(power: Mapping[str, Any] | None, fig: Sequence[Path] | None) -> str:
+    if not power:
+        return '<p class="muted">No power analysis (the run has too few judges or fully scored prompts to fit a pilot model).</p>'
+    m = power["model"]
+    rec = power.get("recommendation")
+    text = (f"<p>Fitted from this run as a pilot: judges' accuracies spread ±{m['acc_sd']:.1f} points around "
+            f"{m['acc_mean']:.1f}%, BoN score rises {m['slope']:.4f} per accuracy point, judges deviate from that line "
+            f"by SD {m['judge_sd']:.3f}, and one prompt's pick score is noisy with SD {m['prompt_sd']:.3f}. ")
+    if rec:
+        text += (f"For a 95% interval for r no wider than {power['width']:g}, the smallest design in the grid is "
+                 f"<b>{rec['judges']} judges × {rec['prompts']} prompts</b> per setting (median width "
+                 f"{rec['median_width']:.2f}; the interval excludes zero in {rec['p_excludes_zero']:.0%} of simulated "
+                 "studies).</p>")
+    else:
+        text += f"No design in the grid reaches an interval width of {power['width']:g}: add judges.</p>"
+    grid = power["grid"]
+    cols = [col("judges", "judges"), col("prompts", "prompts"), col("pairs", "pairs"),
+            col("median CI width", "median_width", ".2f"), col("width q10", "width_q10", ".2f"),
+            col("width q90", "width_q90", ".2f"), col("P(CI excludes 0)", "p_excludes_zero", ".0%"),
+            col("mean r", "mean_r", "+.2f")]
+    return (text + figure_html(fig, "Simulated from the pilot model: the 95% interval for r narrows mostly with more "
+                                    "judges; more prompts help until measurement noise is small.", "power")
+            + "<details><summary>The grid</summary>" + html_table(records(grid), cols) + "</details>")
+
+
+def _downloads(b: Mapping[str, Any]) -> str:
+    links = []
+    for name, key in (("metrics.csv", "metrics"), ("correlations_ci.csv", "correlations"), ("accuracies.csv", "accuracies"),
+                      ("leaderboard.csv", "leaderboards")):
+        df = b.get(key)
+        if df is not None:
+            links.append(f'<a download="{name}" href="{data_uri(df.to_csv(index=False).encode(), "text/csv")}">{name}</a>')
+    power = b.get("power")
+    if power:
+        links.append(f'<a download="power.csv" href="{data_uri(power["grid"].to_csv(index=False).encode(), "text/csv")}">'
+                     "power.csv</a>")
+    payload = b.get("json")
+    if payload is not None:
+        links.append(f'<a download="report.json" href="{data_uri(json.dumps(payload).encode(), "application/json")}">'
+                     "report.json</a>")
+    return ('<p class="dl">' + "".join(links) + '</p><p class="muted small">The same files are written beside this '
+            "report in the run folder, with the figures as PNG and SVG under <code>figures/</code>.</p>")
+
+
+def _study_summary(study: Mapping[str, Any]) -> str:
+    """The settings a reader needs, from config.yaml's ``study`` section."""
+    def labels(items: Any) -> str:
+        if not isinstance(items, list):
+            return _inline(items) if items else "–"
+        return ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i) for i in items)
+
+    fields = [("seed", study.get("seed")), ("N", study.get("n")), ("tasks", labels(study.get("tasks"))),
+              ("generators", labels(study.get("generators"))), ("judges", labels(study.get("judges"))),
+              ("strategy", (study.get("strategy") or {}).get("name") if isinstance(study.get("strategy"), Mapping)
+               else study.get("strategy")),
+              ("verifier", (study.get("verifier") or {}).get("label") if isinstance(study.get("verifier"), Mapping)
+               else study.get("verifier"))]
+    return "Study: " + " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in fields if v not in (None, "", "–"))
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_inline(v)}" for k, v in value.items() if not isinstance(v, (Mapping, list)) or v)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_inline(v) for v in value)
+    return str(value)
+
+
+METHOD_HTML = """
+<ul>
+<li><b>x: MMRB2 accuracy.</b> Each judge answers every preference pair in both orders; the accuracy is the share of
+counted judgements that agree with the label, scored with the official MMRB2 scorer's rules.</li>
+<li><b>y: Best-of-N score.</b> For every prompt and base generator the judge picks one of N candidates with the study's
+selection strategy; the downstream verifier scores the pick; y is the mean over prompts. Random = mean over all N
+candidates; oracle = the best candidate.</li>
+<li><b>Correlations</b> are computed across the judges of one task × generator setting: Pearson r (linear), Spearman ρ
+(monotone) and Kendall τ-b (pairwise order).</li>
+<li><b>95% intervals</b> for correlations are bias-corrected percentile (BC) bootstrap intervals whose replicates
+resample the judges, the downstream prompts (the same prompts for every judge) and the MMRB2 pairs (the same pairs for
+every judge) at once. The bias correction undoes the pull towards zero that re-adding measurement noise causes in every
+replicate; in simulations with a known correlation these intervals covered it 93–98% of the time (5–20 judges).
+<i>CI (meas.)</i> keeps the judges fixed: it shows how much the coefficient of these judges moves with new prompts and
+pairs, and is not an interval for judges in general. Replicates where a coefficient is undefined (ties, fewer than three
+distinct judges) are left out and counted. The bounds carry Monte Carlo error (about ±0.1 for lower bounds at 1,000
+replicates, ±0.05 at 2,000): use 2,000–4,000 replicates for numbers you publish. Per-judge intervals (BoN score, gain,
+accuracy) are plain percentile intervals over prompts or pairs.</li>
+<li><b>p-values</b> come from permuting the judges' y values against their x values (exact for up to 8 judges).
+<b>Leave-one-judge-out</b> shows how much a single judge drives the coefficient.</li>
+<li><b>Warnings</b> flag fewer than 5 judges, an interval for r wider than 1, fewer than 30 prompts, fewer than 100 pairs,
+more than 10% undefined replicates, and any axis that could not be resampled.</li>
+<li>All randomness is seeded: rerunning gives the same numbers; another seed moves bounds by Monte Carlo error only.</li>
+</ul>
+"""
+
+
+# --- sample prompts -------------------------------------------------------------------------------------
+
+
+def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str]]:
+    """Per task, the prompts where the judges disagree most (then by id): (task, prompt id)."""
+    chosen = []
+    for task in task_order(prompts["task"]):
+        sub = prompts[prompts.task == task]
+        spread = sub.groupby("prompt_id").apply(lambda g: g.groupby("generator")["index"].nunique().sum(),
+                                                include_groups=False)
+        order = sorted(spread.index, key=lambda pid: (-int(spread[pid]), pid))
+        chosen += [(task, pid) for pid in order[:per_task]]
+    return chosen
+
+
+def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:
+    """Each sampled prompt with its N candidates per generator, who picked which, and the verifier's scores."""
+    if prompts is None or prompts.empty or per_task <= 0:
+        return '<p class="muted">No picks to show.</p>'
+    run_dir = Path(run_dir)
+    prompt_recs = {r["id"]: r for _, r in read_jsonl(run_dir / "prompts.jsonl")} if (run_dir / "prompts.jsonl").exists() else {}
+    judges = list(dict.fromkeys(prompts["judge"]))
+    code = {j: f"J{i + 1}" for i, j in enumerate(judges)}
+    out = ['<p class="legend">Judges: ' + " ".join(f'<span class="tag">{esc(code[j])}</span>{esc(j)}' for j in judges)
+           + '. A green frame marks the verifier\'s best candidate; the bar shows the verifier score.</p>']
+    chosen = _choose_prompts(prompts, per_task)
+    gens = list(dict.fromkeys(prompts["generator"]))
+    cands: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
+    for gen in gens:
+        path = run_dir / "candidates" / slug(gen) / "candidates.jsonl"
+        cands[gen] = {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)} if path.exists() else {}
+    for task, pid in chosen:
+        rec = prompt_recs.get(pid, {})
+        block = [f'<div class="prompt"><b>{esc(TASK_TITLES.get(task, task))} · {esc(pid)}</b>']
+        if rec:
+            block.append(f'<div class="text">{content_html(rec.get("content"), run_dir, 140, 600)}</div>')
+        for gen in gens:
+            mine = prompts[(prompts.prompt_id == pid) & (prompts.generator == gen)]
+            if mine.empty:
+                continue
+            picks: dict[int, list[str]] = {}
+            for j, idx in zip(mine["judge"], mine["index"]):
+                picks.setdefault(int(idx), []).append(j)
+            base = run_dir / "candidates" / slug(gen)
+            scores = _scores_for(run_dir, gen, pid)
+            finite = [s for s in scores.values() if _finite(s)]
+            best = max(finite) if finite else None
+            block.append(f'<div class="small muted" style="margin:6px 0 3px">generator <b>{esc(gen)}</b></div>'
+                         '<div class="cands">')
+            n = max([k for (p, k) in cands.get(gen, {}) if p == pid] + list(scores) + [-1]) + 1
+            for k in range(n):
+                r = cands.get(gen, {}).get((pid, k))
+                s = scores.get(k)
+                who = picks.get(k, [])
+                cls = "cand oracle" if best is not None and _finite(s) and float(s) >= best else "cand"
+                tags = "".join(f'<span class="tag" title="{esc(j)}">{esc(code[j])}</span>' for j in who)
+                width = max(0.0, min(1.0, float(s))) * 100 if _finite(s) else 0.0
+                bar = f'<div class="bar"><i style="width:{width:.0f}%"></i></div>' if _finite(s) else ""
+                body = content_html(r.get("content"), base) if r else '<div class="t">(candidate not found)</div>'
+                block.append(f'<div class="{cls}">{body}<div>#{k} · score <b>{esc(fmt(".3f")(s))}</b></div>{bar}'
+                             f"<div>{tags or '<span class=muted>no picks</span>'}</div></div>")
+            block.append("</div>")
+        block.append("</div>")
+        out.append("".join(block))
+    return "\n".join(out)
+
+
+_SCORE_CACHE: dict[Path, dict[tuple[str, str], dict[int, Any]]] = {}
+
+
+def _scores_for(run_dir: Path, gen: str, pid: str) -> dict[int, Any]:
+    path = (run_dir / "scores.jsonl").resolve()
+    mtime = path.stat().st_mtime if path.exists() else 0
+    key = Path(f"{path}@{mtime}")
+    if key not in _SCORE_CACHE:
+        table: dict[tuple[str, str], dict[int, Any]] = {}
+        for _, r in read_jsonl(path):
+            table.setdefault((r["generator"], r["prompt_id"]), {})[int(r["index"])] = r.get("score")
+        _SCORE_CACHE.clear()
+        _SCORE_CACHE[key] = table
+    return _SCORE_CACHE[key].get((gen, pid), {})
+
+
+# --- two runs side by side ------------------------------------------------------------------------------
+
+
+def compare_runs(run_a: Path, run_b: Path, out: Path | None = None, bootstrap: int = 1000, seed: int = 0) -> Path:
+    """``bon compare RUN_A RUN_B``: per task/generator/judge BoN and accuracy deltas and the correlations of
+    both runs side by side. Writes ``compare.html``, ``compare.csv``, ``compare_correlations.csv`` and
+    ``figures/forest.{png,svg}`` to ``out`` (default ``RUN_B/compare_<RUN_A name>``); returns the HTML path."""
+    from analysis.figures import forest_figure
+    from analysis.full_report import compute
+
+    run_a, run_b = Path(run_a), Path(run_b)
+    out = Path(out) if out else run_b / f"compare_{slug(run_a.name)}"
+    la, lb = _labels(run_a, run_b)
+    a = compute(run_a, bootstrap=bootstrap, seed=seed, figures=False, power=False)
+    b = compute(run_b, bootstrap=bootstrap, seed=seed, figures=False, power=False)
+    keys = ["task", "generator", "judge", "strategy"]
+    keep = ["mmrb2_accuracy", "bon_score", "bon_lo", "bon_hi", "gain", "recovery", "prompts"]
+    ma, mb = (m.metrics_with_acc[keys + keep] for m in (a, b))
+    merged = ma.merge(mb, on=keys, how="outer", suffixes=("_a", "_b"))
+    for c in ("mmrb2_accuracy", "bon_score", "gain", "recovery"):
+        merged[f"delta_{c}"] = merged[f"{c}_b"] - merged[f"{c}_a"]
+    order = {t: i for i, t in enumerate(task_order(merged["task"]))}
+    merged = merged.sort_values(["task", "generator", "judge"], key=lambda s: s.map(order) if s.name == "task" else s,
+                                kind="stable").reset_index(drop=True)
+    ck = ["task", "generator", "scope"]
+    cc = ["n_judges", "n_prompts", "pearson_r", "pearson_lo", "pearson_hi", "pearson_p_perm", "spearman_rho",
+          "spearman_lo", "spearman_hi", "kendall_tau", "flag"]
+    corr = a.correlations[ck + cc].merge(b.correlations[ck + cc], on=ck, how="outer", suffixes=("_a", "_b"))
+    corr["delta_pearson_r"] = corr["pearson_r_b"] - corr["pearson_r_a"]
+    out.mkdir(parents=True, exist_ok=True)
+    merged.to_csv(out / "compare.csv", index=False, float_format="%.6g")
+    corr.to_csv(out / "compare_correlations.csv", index=False, float_format="%.6g")
+    forest = forest_figure({la: a.correlations, lb: b.correlations}, out / "figures" / "forest.png")
+
+    cols_c = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
+              ("generator", "", lambda r: r["generator"], None),
+              ("scope", "", lambda r: r["scope"], None),
+              col(f"judges ({la})", "n_judges_a"), col(f"judges ({lb})", "n_judges_b"),
+              col(f"r ({la})", "pearson_r_a", "+.2f"),
+              ("95% CI", "", lambda r: r.get("pearson_lo_a"), lambda r: ci(r.get("pearson_lo_a"), r.get("pearson_hi_a"))),
+              col(f"r ({lb})", "pearson_r_b", "+.2f"),
+              ("95% CI", "", lambda r: r.get("pearson_lo_b"), lambda r: ci(r.get("pearson_lo_b"), r.get("pearson_hi_b"))),
+              col("Δr", "delta_pearson_r", "+.2f"),
+              col(f"ρ ({la})", "spearman_rho_a", "+.2f"), col(f"ρ ({lb})", "spearman_rho_b", "+.2f")]
+    cols_m = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
+              ("generator", "", lambda r: r["generator"], None),
+              ("judge", "", lambda r: r["judge"], None),
+              col(f"acc. ({la})", "mmrb2_accuracy_a", ".1f"), col(f"acc. ({lb})", "mmrb2_accuracy_b", ".1f"),
+              col("Δ acc.", "delta_mmrb2_accuracy", "+.1f"),
+              col(f"BoN ({la})", "bon_score_a", ".3f"),
+              ("95% CI", "", lambda r: r.get("bon_lo_a"), lambda r: ci(r.get("bon_lo_a"), r.get("bon_hi_a"), ".3f")),
+              col(f"BoN ({lb})", "bon_score_b", ".3f"),
+              ("95% CI", "", lambda r: r.get("bon_lo_b"), lambda r: ci(r.get("bon_lo_b"), r.get("bon_hi_b"), ".3f")),
+              col("Δ BoN", "delta_bon_score", "+.3f"), col(f"gain ({la})", "gain_a", "+.3f"),
+              col(f"gain ({lb})", "gain_b", "+.3f"), col("Δ gain", "delta_gain", "+.3f")]
+    body = [f"<h1>Two studies side by side</h1>",
+            f'<div class="muted">A = <code>{esc(run_a)}</code> (“{esc(la)}”) · B = <code>{esc(run_b)}</code> (“{esc(lb)}”) · '
+            f"{bootstrap} bootstrap replicates, seed {seed} · Δ = B − A</div>",
+            "<h2>Correlation between MMRB2 accuracy and Best-of-N score</h2>",
+            figure_html(forest, "Pearson r per setting with its 95% bootstrap interval (judges, prompts and pairs "
+                                "resampled), one marker per study.", "correlations side by side"),
+            html_table(records(corr), cols_c, "cmp_corr", flag=lambda r: "one of the rows has a warning"
+                       if bool(r.get("flag_a")) or bool(r.get("flag_b")) else ""),
+            "<h2>Per task, generator and judge</h2>",
+            '<input class="filter" data-table="cmp" placeholder="filter rows">',
+            html_table(records(merged), cols_m, "cmp"),
+            '<h2>Data</h2><p class="dl">'
+            f'<a download="compare.csv" href="{data_uri(merged.to_csv(index=False).encode(), "text/csv")}">compare.csv</a>'
+            f'<a download="compare_correlations.csv" href="{data_uri(corr.to_csv(index=False).encode(), "text/csv")}">'
+            "compare_correlations.csv</a></p>"]
+    path = out / "compare.html"
+    _write(path, _page(f"bon compare {la} vs {lb}", "\n".join(body)))
+    return path
+
+
+def _labels(a: Path, b: Path) -> tuple[str, str]:
+    la, lb = a.name or str(a), b.name or str(b)
+    if la == lb:
+        la, lb = f"A: {la}", f"B: {lb}"
+    return la, lb

@@ -1,0 +1,215 @@
+"""Which reranker should a product use? Judges ranked by Best-of-N gain for one setting, with paired tests.
+
+For one (task, generator[, strategy]) the judges are ranked by their mean downstream score. Each judge
+is compared with the best one on the same prompts (paired): the difference of means gets a percentile
+bootstrap interval over prompts and a two-sided sign-flip permutation p-value (exact up to 16 differing
+prompts, else 10,000 random flips), Holm-adjusted over the judges compared. ``tied_with_best`` marks
+judges whose difference is not significant at the adjusted 5% level: with the data at hand they cannot
+be told apart from the best.
+
+Caveat: the best judge is picked on the same prompts it is compared on, which makes the best look
+slightly better than it would on fresh prompts (the winner's curse); Holm handles the multiple
+comparisons, not that selection. Treat "tied" as the safe reading.
+
+Cost per prompt comes from the picks (judge calls used per prompt, made or served from the store) and
+``stats.json`` (money and judge seconds per paid call), so ``gain_per_call`` and ``gain_per_dollar``
+tell a cheap good-enough judge from an expensive marginally better one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from analysis.bon_metrics import (load_prompt_level, percentile_ci, prompt_weights, setting_matrix, task_order,
+                                  weighted_means)
+from bon.errors import BonError
+from bon.seeds import derive_seed
+
+LEADERBOARD_COLUMNS = [
+    "task", "generator", "strategy", "rank", "judge", "mmrb2_accuracy", "prompts", "bon_score", "bon_lo", "bon_hi",
+    "gain", "gain_lo", "gain_hi", "diff_vs_best", "diff_lo", "diff_hi", "p_vs_best", "p_holm", "tied_with_best",
+    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar",
+]
+EXACT_SIGN_FLIP_MAX = 16
+
+
+def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """Per judge: money and judge seconds per paid call, from ``stats.json`` (selection stage when recorded)."""
+    out: dict[str, dict[str, float]] = {}
+    for judge, s in ((stats or {}).get("judges") or {}).items():
+        if not isinstance(s, Mapping):
+            continue
+        part = s.get("selection") if isinstance(s.get("selection"), Mapping) and s["selection"].get("calls_made") else s
+        made = float(part.get("calls_made", 0) or 0)
+        out[judge] = {
+            "usd_per_call": float(part.get("cost_usd", 0.0) or 0.0) / made if made else math.nan,
+            "seconds_per_call": float(part.get("judge_seconds", 0.0) or 0.0) / made if made else math.nan,
+        }
+    return out
+
+
+def load_stats(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "stats.json"
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BonError(f"{path}: unreadable ({exc})") from None
+
+
+def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
+    """Two-sided p-value for mean(diffs) = 0 under random sign flips (exact for few non-zero diffs)."""
+    d = np.asarray(diffs, float)
+    d = d[np.isfinite(d) & (d != 0)]
+    if d.size == 0:
+        return 1.0
+    obs = abs(d.sum())
+    tol = 1e-12 * max(1.0, obs)
+    if d.size <= EXACT_SIGN_FLIP_MAX:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
+        return float(np.mean(np.abs(signs @ d) >= obs - tol))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((1.0, -1.0), size=(permutations, d.size))
+    return float((1 + np.sum(np.abs(signs @ d) >= obs - tol)) / (1 + permutations))
+
+
+def holm(pvalues: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values (NaN stays NaN)."""
+    p = np.asarray(pvalues, float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m, running = len(order), 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (m - k) * p[i]))
+        out[i] = running
+    return out
+
+
+def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str | None = None,
+                stats: Mapping[str, Any] | None = None, accuracies: Mapping[str, float] | None = None,
+                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000) -> pd.DataFrame:
+    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`)."""
+    sub = prompts[(prompts.task == task) & (prompts.generator == generator)]
+    if strategy is not None:
+        sub = sub[sub.strategy == strategy]
+    if sub.empty:
+        have = sorted({f"{t}/{g}" for t, g in zip(prompts.task, prompts.generator)})
+        raise BonError(f"no picks for task {task!r} and generator {generator!r} (the run has {', '.join(have) or 'none'})")
+    strategies = sorted(set(sub.strategy))
+    if len(strategies) > 1:
+        raise BonError(f"{task}/{generator} has picks of several strategies ({', '.join(strategies)}); choose one")
+    strategy = strategies[0]
+    judges = list(dict.fromkeys(sub["judge"]))
+    pids = sorted(set(sub["prompt_id"]))
+    scores = setting_matrix(sub, "pick_score", judges, pids)
+    rnd = setting_matrix(sub, "random_score", judges, pids)
+    calls = setting_matrix(sub, "calls", judges, pids)
+    w = prompt_weights(seed, task, generator, len(pids), bootstrap)
+    bon_b = weighted_means(scores, w)
+    gain_b = bon_b - weighted_means(rnd, w)
+    with np.errstate(invalid="ignore"):
+        bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
+        gain = bon - np.nanmean(rnd, 1)
+    best = int(np.nanargmax(bon))
+    diffs = scores - scores[best]  # paired per prompt; NaN where either pick is unscored
+    diff = np.nanmean(diffs, 1)
+    diff_b = weighted_means(diffs, w)
+    p = np.array([math.nan if j == best else sign_flip_p(diffs[j], permutations,
+                                                         derive_seed(seed, "sign-flip", task, generator, judges[j]))
+                  for j in range(len(judges))])
+    p_adj = holm(p)
+    costs = judge_costs(stats)
+    lo, hi = percentile_ci(bon_b, level)
+    glo, ghi = percentile_ci(gain_b, level)
+    dlo, dhi = percentile_ci(diff_b, level)
+    rows = []
+    for j, judge in enumerate(judges):
+        cpp = float(np.nanmean(calls[j])) if np.isfinite(calls[j]).any() else math.nan
+        c = costs.get(judge, {})
+        usd = cpp * c.get("usd_per_call", math.nan)
+        sec = cpp * c.get("seconds_per_call", math.nan)
+        rows.append({
+            "task": task, "generator": generator, "strategy": strategy, "judge": judge,
+            "mmrb2_accuracy": (accuracies or {}).get(judge, math.nan), "prompts": int(np.isfinite(scores[j]).sum()),
+            "bon_score": bon[j], "bon_lo": lo[j], "bon_hi": hi[j], "gain": gain[j], "gain_lo": glo[j], "gain_hi": ghi[j],
+            "diff_vs_best": diff[j], "diff_lo": dlo[j], "diff_hi": dhi[j], "p_vs_best": p[j], "p_holm": p_adj[j],
+            "tied_with_best": bool(j == best or not (p_adj[j] < 0.05)),
+            "calls_per_prompt": cpp, "usd_per_prompt": usd, "seconds_per_prompt": sec,
+            "gain_per_call": gain[j] / cpp if cpp else math.nan,
+            "gain_per_dollar": gain[j] / usd if np.isfinite(usd) and usd > 0 else math.nan,
+        })
+    table = pd.DataFrame(rows).sort_values(["bon_score", "judge"], ascending=[False, True], kind="stable")
+    table.insert(3, "rank", np.arange(1, len(table) + 1))
+    return table[LEADERBOARD_COLUMNS].reset_index(drop=True)
+
+
+def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = None,
+                     accuracies: pd.DataFrame | None = None, bootstrap: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> pd.DataFrame:
+    """:func:`leaderboard` for every (task, generator, strategy) of the picks, stacked."""
+    if prompts.empty:
+        return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
+    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
+    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
+                  key=lambda k: (order[k[0]], k[1], k[2]))
+    parts = []
+    for task, gen, strategy in keys:
+        acc = None
+        if accuracies is not None and not accuracies.empty:
+            a = accuracies[accuracies.task == task]
+            acc = dict(zip(a["judge"], a["accuracy"]))
+        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level))
+    return pd.concat(parts, ignore_index=True)
+
+
+def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
+                    bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """:func:`leaderboard` for a run folder, with the run's own MMRB2 accuracies beside each judge."""
+    from analysis.statistics import run_judge_axis
+
+    prompts = load_prompt_level(run_dir)
+    acc = None
+    try:
+        axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
+        a = axis.table[axis.table.task == task]
+        acc = dict(zip(a["judge"], a["accuracy"]))
+    except BonError:
+        pass  # a run without a preference set still gets its ranking
+    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed)
+
+
+def format_leaderboard(table: pd.DataFrame) -> str:
+    """A plain-text rendering for the console (``bon leaderboard``)."""
+    if table.empty:
+        return "no judges"
+    t0 = table.iloc[0]
+    lines = [f"{t0['task']} / {t0['generator']} ({t0['strategy']}): judges ranked by Best-of-N score; "
+             "difference to the best on the same prompts, 95% bootstrap CI, Holm-adjusted sign-flip p",
+             f"{'#':>2} {'judge':<22}{'acc %':>7}{'BoN':>7}{'  95% CI':<16}{'gain':>7}{'vs best':>9}{'  95% CI':<18}"
+             f"{'p (Holm)':>9}  {'calls/prompt':>12}{'$/prompt':>10}{'gain/call':>10}"]
+
+    def f(v: Any, spec: str) -> str:
+        if v is None or not np.isfinite(float(v)):
+            return "-"
+        text = format(float(v), spec)
+        return text.replace("-", "+" if "+" in spec else "", 1) if text.startswith("-") and not any(
+            ch in "123456789" for ch in text) else text
+
+    for r in table.itertuples():
+        ci = f"[{f(r.bon_lo, '.3f')}, {f(r.bon_hi, '.3f')}]"
+        dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if r.rank > 1 else ""
+        mark = "  (not significantly worse)" if r.tied_with_best and r.rank > 1 else ""
+        lines.append(f"{r.rank:>2} {str(r.judge)[:21]:<22}{f(r.mmrb2_accuracy, '.1f'):>7}{f(r.bon_score, '.3f'):>7}  {ci:<14}"
+                     f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if r.rank > 1 else 'best':>9}  {dci:<16}"
+                     f"{f(r.p_holm, '.3f'):>9}  {f(r.calls_per_prompt, '.1f'):>12}{f(r.usd_per_prompt, '.4f'):>10}"
+                     f"{f(r.gain_per_call, '.4f'):>10}{mark}")
+    return "\n".join(lines)

@@ -1,0 +1,802 @@
+"""How sure can we be that MMRB2 accuracy predicts Best-of-N score? Correlations with honest intervals.
+
+For each (task, generator) setting, over its judges: Pearson r, Spearman ρ and Kendall τ-b between
+the judge's MMRB2 accuracy (x) and the mean downstream score of its Best-of-N picks (y), each with
+
+- a **bias-corrected percentile (BC) bootstrap interval** whose replicates resample, independently,
+  the **judges** (which judges happened to be studied), the **downstream prompts** (each judge's BoN
+  score is recomputed on the resampled prompts; the same prompts for every judge) and the **MMRB2
+  pairs** (each judge's accuracy is recomputed on the resampled pairs, official semantics). The bias
+  correction matters: every replicate re-adds measurement noise, which pulls replicate correlations
+  towards zero, so a plain percentile interval can even lie entirely below a high point estimate. In
+  simulations with a known judge-population correlation, BC intervals covered it 93-98% of the time
+  for 5-20 judges, plain percentile ones 83-100% (too wide when r is near 0, too low near 1), and
+  Fisher-z intervals, which ignore measurement noise, as little as 57%. Where nearly all replicates fall
+  on one side of the estimate (measurement noise that swamps the spread between judges, or is stated
+  larger than it is) the correction is not trusted: the interval is then the replicates' Fisher-z spread
+  recentred on the estimate, ``recentred`` is set and the row carries a warning;
+- ``*_lo_meas``/``*_hi_meas``: the percentile spread when the judges are held fixed and only prompts
+  and pairs are resampled: how much the coefficient of *these* judges moves with new prompts and pairs.
+  It is not a confidence interval for judges in general (it ignores which judges were studied);
+- a **permutation p-value** (two-sided): the judge labels of y are permuted against x, exactly over
+  all orderings for up to 8 judges and with 10,000 random ones otherwise;
+- the **leave-one-judge-out range**: the smallest and largest coefficient after dropping any one judge.
+
+Pooled rows (``scope`` = ``task`` over a task's generators, ``all`` over every setting) correlate
+within-setting standardised values (z-scores for r, within-setting ranks for ρ, within-setting pairs
+for τ), so a generator that is simply better everywhere does not create a correlation; their
+permutations shuffle judges within each setting, and their judge resampling draws one set of judges
+for all settings.
+
+Every coefficient comes with ``n_judges``, ``n_prompts`` and ``n_pairs``, and a ``warning`` when it is
+too thin to lean on (fewer than 5 judges, an interval wider than 1, few prompts or pairs, many
+undefined bootstrap replicates, or an axis that could not be resampled). All randomness is drawn
+from seeds derived from ``(seed, what, task[, generator])``: the numbers are deterministic, and
+another seed moves the bounds only by Monte Carlo error.
+
+The judge axis (x) comes from one of :func:`run_judge_axis` (the run's own ``mmrb2/`` folder),
+:func:`benchmark_judge_axis` (judgment files scored against the MMRB2 files, with leakage control by
+``prompt_source``), :func:`json_judge_axis` (``bon mmrb2 accuracy --json`` outputs) or
+:func:`published_judge_axis` (the MMRB2 paper's table shipped in ``analysis/data``). Pair-level data
+is resampled nonparametrically; a bare accuracy with a known pair count is resampled as a binomial
+over pairs; a bare accuracy without one stays fixed (and the row says so).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm, rankdata
+
+from analysis import mmrb2
+from analysis.bon_metrics import (multinomial_weights, percentile_ci, setting_matrix, task_order, weighted_means)
+from bon.content import slug
+from bon.errors import BonError
+from bon.seeds import derive_seed
+
+STATS = ("pearson", "spearman", "kendall")
+POINT = {"pearson": "pearson_r", "spearman": "spearman_rho", "kendall": "kendall_tau"}
+RESAMPLE_ALL = ("judges", "prompts", "pairs")
+EXACT_PERMUTATION_MAX_JUDGES = 8
+MIN_JUDGES = 5
+PUBLISHED_CSV = Path(__file__).parent / "data" / "mmrb2_published.csv"
+ACCURACY_COLUMNS = ["judge", "task", "accuracy", "acc_lo", "acc_hi", "n_pairs", "n_judgements", "source"]
+
+
+def _corr_columns() -> list[str]:
+    cols = []
+    for s in STATS:
+        p = POINT[s]
+        cols += [p, f"{s}_lo", f"{s}_hi", f"{s}_lo_meas", f"{s}_hi_meas", f"{s}_p_perm", f"{s}_loo_min", f"{s}_loo_max"]
+    return cols
+
+
+CI_COLUMNS = ["task", "generator", "strategy", "scope", "n_judges", "n_prompts", "n_pairs", *_corr_columns(),
+              "loo_most_influential", "undefined_frac", "recentred", "bootstrap", "permutations", "level", "x_resampling",
+              "y_resampling", "flag", "warning"]
+
+
+# --- coefficients, vectorised over leading axes, NaN-aware over the last (judges) ----------------------
+
+
+def _joint(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x, y = np.broadcast_arrays(np.asarray(x, float), np.asarray(y, float))
+    m = np.isfinite(x) & np.isfinite(y)
+    return np.where(m, x, np.nan), np.where(m, y, np.nan), m
+
+
+def _moments(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Co-moment, both sums of squares and counts over jointly finite entries."""
+    x, y, m = _joint(x, y)
+    n = m.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = np.nansum(x, -1) / n
+        my = np.nansum(y, -1) / n
+    xc = np.where(m, x - mx[..., None], 0.0)
+    yc = np.where(m, y - my[..., None], 0.0)
+    sxx, syy = (xc * xc).sum(-1), (yc * yc).sum(-1)
+    # relative tolerance: a constant vector's centred values are rounding noise, not spread
+    sxx = np.where(sxx <= 1e-20 * np.nansum(x * x, -1) + 1e-300, 0.0, sxx)
+    syy = np.where(syy <= 1e-20 * np.nansum(y * y, -1) + 1e-300, 0.0, syy)
+    return (xc * yc).sum(-1), sxx, syy, n
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson r over the last axis (NaN with fewer than 3 joint values or no spread)."""
+    sxy, sxx, syy, n = _moments(x, y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = sxy / np.sqrt(sxx * syy)
+    return np.where((n >= 3) & (sxx > 0) & (syy > 0), np.clip(r, -1.0, 1.0), np.nan)
+
+
+def ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks over the last axis among finite entries (NaN stays NaN)."""
+    x = np.asarray(x, float)
+    ok = np.isfinite(x)
+    r = rankdata(np.where(ok, x, np.inf), axis=-1)
+    return np.where(ok, r, np.nan)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman ρ (Pearson r of average ranks) over jointly finite entries."""
+    x, y, _ = _joint(x, y)
+    return pearson(ranks(x), ranks(y))
+
+
+def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    x, y, m = _joint(x, y)
+    i, j = np.triu_indices(x.shape[-1], 1)
+    dx = np.nan_to_num(np.sign(x[..., i] - x[..., j]))
+    dy = np.nan_to_num(np.sign(y[..., i] - y[..., j]))
+    return (dx * dy).sum(-1), np.abs(dx).sum(-1), np.abs(dy).sum(-1), m.sum(-1)
+
+
+def kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall τ-b (ties handled as in :func:`scipy.stats.kendalltau`) over the last axis."""
+    num, ax, ay, n = _kendall_parts(x, y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = num / np.sqrt(ax * ay)
+    return np.where((n >= 3) & (ax > 0) & (ay > 0), tau, np.nan)
+
+
+COEFFICIENTS = {"pearson": pearson, "spearman": spearman, "kendall": kendall}
+
+
+def _zscore(v: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mu = np.nanmean(v, -1, keepdims=True)
+        sd = np.nanstd(v, -1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sd > 1e-12 * (np.abs(mu) + 1.0), (v - mu) / sd, np.nan)
+
+
+def pooled(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """A coefficient over several settings, each entering through within-setting comparisons only.
+
+    ``blocks`` are (x, y) arrays, one per setting, with the judges on the last axis.
+    """
+    if not blocks:
+        return np.array(np.nan)
+    if stat == "kendall":
+        parts = [_kendall_parts(x, y) for x, y in blocks]
+        num, ax, ay = (sum(p[k] for p in parts) for k in range(3))
+        n = sum(p[3] for p in parts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tau = num / np.sqrt(ax * ay)
+        return np.where((n >= 3) & (ax > 0) & (ay > 0), tau, np.nan)
+    xs, ys = [], []
+    for x, y in blocks:
+        x, y, _ = _joint(x, y)
+        if stat == "spearman":
+            x, y = ranks(x), ranks(y)
+        xs.append(_zscore(x))
+        ys.append(_zscore(y))
+    return pearson(np.concatenate(xs, -1), np.concatenate(ys, -1))
+
+
+BC_MAX_Z0 = 1.5  # beyond this (over ~93% of replicates on one side) the bias estimate is not trusted
+
+
+def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float = 0.95,
+                with_fallback: bool = False) -> tuple[np.ndarray, ...]:
+    """Bias-corrected percentile interval (Efron 1981), vectorised over leading axes; replicates on the last.
+
+    z0 = Φ⁻¹(share of finite replicates below the point estimate, ties counted half); the interval is the
+    replicates' Φ(2·z0 ± z) quantiles (linear interpolation, as :func:`numpy.quantile`). When |z0| > 1.5
+    (nearly all replicates on one side, e.g. measurement noise larger than the spread between judges) the
+    correction would collapse the interval onto an extreme replicate; there the interval is instead the
+    replicates' spread on the Fisher-z scale, recentred on the point estimate. ``with_fallback`` also
+    returns where that happened. NaN when the point or every replicate is undefined.
+    """
+    reps = np.asarray(replicates, float)
+    point = np.asarray(point, float)
+    finite = np.isfinite(reps)
+    n = finite.sum(-1)
+    pt = point[..., None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = ((finite & (reps < pt)).sum(-1) + 0.5 * (finite & (reps == pt)).sum(-1)) / n
+        share = np.clip(share, 0.5 / np.maximum(n, 1), 1.0 - 0.5 / np.maximum(n, 1))
+        z0 = norm.ppf(share)
+    z = norm.ppf(0.5 + level / 2.0)
+    ordered = np.sort(np.where(finite, reps, np.inf), axis=-1)  # undefined replicates sort last, out of reach
+
+    def q(values: np.ndarray, prob: np.ndarray) -> np.ndarray:
+        pos = np.nan_to_num(prob * (n - 1))
+        lo = np.clip(np.floor(pos).astype(int), 0, np.maximum(n - 1, 0))
+        hi = np.clip(lo + 1, 0, np.maximum(n - 1, 0))
+        a = np.take_along_axis(values, np.asarray(lo)[..., None], -1)[..., 0]
+        b = np.take_along_axis(values, np.asarray(hi)[..., None], -1)[..., 0]
+        frac = pos - lo
+        with np.errstate(invalid="ignore"):
+            return np.where(frac > 0, a + (b - a) * frac, a)
+
+    lo, hi = q(ordered, norm.cdf(2 * z0 - z)), q(ordered, norm.cdf(2 * z0 + z))
+    fallback = np.abs(z0) > BC_MAX_Z0
+    if np.any(fallback):
+        zs = np.arctanh(np.clip(ordered, -0.999999, 0.999999))  # inf (undefined) stays at the end
+        zp = np.arctanh(np.clip(point, -0.999999, 0.999999))
+        half = np.full(np.shape(n), 0.5)
+        med = q(zs, half)
+        lo = np.where(fallback, np.tanh(zp + q(zs, np.full(np.shape(n), 0.5 - level / 2)) - med), lo)
+        hi = np.where(fallback, np.tanh(zp + q(zs, np.full(np.shape(n), 0.5 + level / 2)) - med), hi)
+    bad = (n == 0) | ~np.isfinite(point)
+    out = (np.where(bad, np.nan, lo), np.where(bad, np.nan, hi))
+    return (*out, fallback & ~bad) if with_fallback else out
+
+
+# --- the judge axis --------------------------------------------------------------------------------
+
+
+@dataclass
+class PairOutcomes:
+    """Per judge and MMRB2 pair: how many of the two counted judgements were right, and how many counted."""
+
+    task: str
+    pair_ids: list[str]
+    sources: list[str]
+    judges: list[str]
+    correct: np.ndarray  # judges x pairs, 0..2
+    counted: np.ndarray  # judges x pairs, 0..2
+
+    def accuracy(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return 100.0 * self.correct.sum(1) / self.counted.sum(1)
+
+    def replicates(self, weights: np.ndarray) -> np.ndarray:
+        """Accuracy (%) per bootstrap weight row: (B x pairs) -> (B x judges)."""
+        num = weights @ self.correct.T
+        den = weights @ self.counted.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den > 0, 100.0 * num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def pair_outcomes(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, Mapping[str, Any]]) -> PairOutcomes:
+    """Pair-level outcomes with the official scorer's semantics (first sample per direction; an empty or
+    missing answer leaves the denominator; any other non-A/B answer counts and is wrong)."""
+    judges = list(judgments)
+    correct = np.zeros((len(judges), len(pairs)))
+    counted = np.zeros((len(judges), len(pairs)))
+    for j, judge in enumerate(judges):
+        data = judgments[judge]
+        for q, pair in enumerate(pairs):
+            entry = data.get(pair.id)
+            if not isinstance(entry, Mapping):
+                continue
+            for direction, flip in (("forward", False), ("reverse", True)):
+                answer = mmrb2._first(entry.get(direction))
+                if answer is None:
+                    continue
+                counted[j, q] += 1
+                correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
+    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted)
+
+
+@dataclass
+class JudgeAxis:
+    """Judge accuracies per task (x), with what is needed to resample them."""
+
+    label: str
+    table: pd.DataFrame  # judge, task, accuracy, n_pairs, n_judgements, source
+    outcomes: dict[str, PairOutcomes] = field(default_factory=dict)  # bon task -> pair-level data
+    excluded: dict[str, list[str]] = field(default_factory=dict)  # task -> excluded prompt sources
+
+    def accuracy(self, task: str, judges: Sequence[str]) -> np.ndarray:
+        sub = self.table[self.table.task == task].set_index("judge")["accuracy"]
+        return np.array([float(sub.get(j, np.nan)) for j in judges])
+
+    def n_pairs(self, task: str, judges: Sequence[str]) -> int:
+        """Pairs behind the accuracies of these judges (the most any of them was scored on)."""
+        sub = self.table[(self.table.task == task) & self.table.judge.isin(list(judges))]
+        vals = pd.to_numeric(sub["n_pairs"], errors="coerce").dropna()
+        return int(vals.max()) if len(vals) else 0
+
+    def resampling(self, task: str) -> str:
+        if task in self.outcomes:
+            return "pairs"
+        sub = self.table[self.table.task == task]
+        return "binomial" if pd.to_numeric(sub["n_pairs"], errors="coerce").gt(0).any() else "fixed"
+
+    def replicates(self, task: str, judges: Sequence[str], bootstrap: int, seed: int) -> np.ndarray:
+        """B x judges accuracy replicates for ``task`` (one draw of pairs shared by every judge)."""
+        base = self.accuracy(task, judges)
+        if task in self.outcomes:
+            out = self.outcomes[task]
+            w = multinomial_weights(len(out.pair_ids), bootstrap, derive_seed(seed, "mmrb2-pairs", task))
+            reps = out.replicates(w)
+            idx = {j: k for k, j in enumerate(out.judges)}
+            cols = [reps[:, idx[j]] if j in idx else np.full(bootstrap, b) for j, b in zip(judges, base)]
+            return np.stack(cols, 1) if cols else np.zeros((bootstrap, 0))
+        sub = self.table[self.table.task == task].set_index("judge")
+        rng = np.random.default_rng(derive_seed(seed, "mmrb2-binomial", task))
+        cols = []
+        for j, b in zip(judges, base):
+            n = pd.to_numeric(pd.Series([sub["n_pairs"].get(j, np.nan)]), errors="coerce").iloc[0]
+            if np.isfinite(b) and np.isfinite(n) and n > 0:
+                cols.append(100.0 * rng.binomial(int(n), min(max(b / 100.0, 0.0), 1.0), size=bootstrap) / int(n))
+            else:
+                rng.random(bootstrap)  # keep later judges' draws independent of this one's presence
+                cols.append(np.full(bootstrap, b))
+        return np.stack(cols, 1) if cols else np.zeros((bootstrap, 0))
+
+    def with_intervals(self, bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+        """The accuracy table with percentile bootstrap intervals (``acc_lo``, ``acc_hi``)."""
+        rows = []
+        for task in task_order(self.table["task"]):
+            sub = self.table[self.table.task == task]
+            judges = list(sub["judge"])
+            lo, hi = percentile_ci(self.replicates(task, judges, bootstrap, seed), level)
+            for k, (_, r) in enumerate(sub.iterrows()):
+                rows.append({**r.to_dict(), "acc_lo": lo[k], "acc_hi": hi[k]})
+        return pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
+
+
+def _axis_from_outcomes(label: str, outcomes: dict[str, PairOutcomes], source: str,
+                        excluded: dict[str, list[str]] | None = None) -> JudgeAxis:
+    rows = []
+    for task, out in outcomes.items():
+        acc = out.accuracy()
+        for j, judge in enumerate(out.judges):
+            evaluated = int((out.counted[j] > 0).sum())
+            rows.append({"judge": judge, "task": task, "accuracy": acc[j], "n_pairs": evaluated,
+                         "n_judgements": int(out.counted[j].sum()), "source": source})
+    table = pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"])
+    return JudgeAxis(label, table, outcomes, excluded or {})
+
+
+def _exclusions(exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None) -> dict[str, set[str]]:
+    """``{task: sources}`` (task may be a bon or scorer name, or ``*`` for every task) -> lower-cased sets."""
+    if not exclude_sources:
+        return {}
+    if not isinstance(exclude_sources, Mapping):
+        exclude_sources = {"*": exclude_sources}
+    out: dict[str, set[str]] = {}
+    for task, sources in exclude_sources.items():
+        key = "*" if task == "*" else mmrb2.SCORER_TO_BON[mmrb2.scorer_task(task)]
+        out.setdefault(key, set()).update(s.lower() for s in ([sources] if isinstance(sources, str) else sources))
+    return out
+
+
+def _keep(pairs: list[mmrb2.Pair], task: str, excl: dict[str, set[str]], where: str) -> tuple[list[mmrb2.Pair], list[str]]:
+    drop = excl.get(task, set()) | excl.get("*", set())
+    if not drop:
+        return pairs, []
+    kept = [p for p in pairs if p.prompt_source.lower() not in drop]
+    found = {p.prompt_source.lower() for p in pairs} & drop
+    if task in excl and excl[task] - found:
+        raise BonError(f"{where}: no pair has prompt_source {', '.join(sorted(excl[task] - found))} "
+                       "(a misspelt exclusion would silently change nothing)")
+    return kept, sorted(found)
+
+
+def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
+                   exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None) -> JudgeAxis:
+    """Accuracies from the run's own preference set: ``mmrb2/<task>.json`` and
+    ``mmrb2/judgments/<judge>/<task>.json``. ``judges`` (names as in picks.jsonl) maps the folder
+    names, which are slugs, back to judge names."""
+    root = Path(run_dir) / "mmrb2"
+    if not root.is_dir():
+        raise BonError(f"{root}: no preference set in this run folder")
+    names = {slug(j): j for j in (judges or [])}
+    excl = _exclusions(exclude_sources)
+    outcomes: dict[str, PairOutcomes] = {}
+    excluded: dict[str, list[str]] = {}
+    for scorer, file in mmrb2.TASK_FILES.items():
+        task = mmrb2.SCORER_TO_BON[scorer]
+        if not (root / file).exists():
+            continue
+        pairs, dropped = _keep(mmrb2.load_pairs(root / file), task, excl, str(root / file))
+        excluded[task] = dropped
+        judgments = {}
+        for folder in sorted((root / "judgments").glob("*")):
+            if (folder / file).exists():
+                judgments[names.get(folder.name, folder.name)] = mmrb2.load_judgments(folder / file)
+        if judgments:
+            outcomes[task] = pair_outcomes(task, pairs, judgments)
+    if not outcomes:
+        raise BonError(f"{root}: no judgment files under judgments/")
+    return _axis_from_outcomes("run preference set (mmrb2/)", outcomes, str(root), excluded)
+
+
+def benchmark_judge_axis(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]],
+                         exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None) -> JudgeAxis:
+    """Accuracies of judgment files on the MMRB2 files in ``bench_dir``: ``{judge: {task: file}}``.
+
+    ``exclude_sources`` drops pairs by ``prompt_source`` (case-insensitive) before scoring, per task
+    (``{"interleaved": ["isgbench"]}``, the spelling of ISG-Bench in the MMRB2 release) or for all tasks (a
+    plain list): leakage control when a downstream study draws its prompts from a benchmark that MMRB2
+    also sampled. A source that matches no pair of its task is an error, so a typo cannot pass silently.
+    """
+    excl = _exclusions(exclude_sources)
+    by_task: dict[str, dict[str, Path]] = {}
+    for judge, files in predictions.items():
+        for task, path in files.items():
+            by_task.setdefault(mmrb2.SCORER_TO_BON[mmrb2.scorer_task(task)], {})[judge] = Path(path)
+    outcomes, excluded = {}, {}
+    for task in task_order(by_task):
+        file = mmrb2.find_task_file(bench_dir, task)
+        pairs, dropped = _keep(mmrb2.load_pairs(file), task, excl, str(file))
+        excluded[task] = dropped
+        outcomes[task] = pair_outcomes(task, pairs, {j: mmrb2.load_judgments(p) for j, p in by_task[task].items()})
+    return _axis_from_outcomes("MMRB2 benchmark files", outcomes, str(bench_dir), excluded)
+
+
+def json_judge_axis(files: Mapping[str, Path]) -> JudgeAxis:
+    """Accuracies from ``bon mmrb2 accuracy --json`` outputs, one file per judge: ``{judge: path}``.
+
+    No pair-level data: each accuracy is resampled as a binomial over its evaluated pairs.
+    """
+    rows = []
+    for judge, path in files.items():
+        raw = mmrb2._read_json(Path(path))
+        tasks = raw.get("tasks") if isinstance(raw, dict) else None
+        if not isinstance(tasks, dict):
+            raise BonError(f"{path}: expected the JSON of `bon mmrb2 accuracy --json` (a \"tasks\" object)")
+        for scorer, r in tasks.items():
+            rows.append({"judge": judge, "task": mmrb2.SCORER_TO_BON[mmrb2.scorer_task(scorer)],
+                         "accuracy": float(r["accuracy"]), "n_pairs": int(r.get("evaluated_pairs", 0)),
+                         "n_judgements": int(r.get("judgements", 0)), "source": str(path)})
+    return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs",
+                                                                   "n_judgements", "source"]))
+
+
+def load_published(path: Path | None = None) -> pd.DataFrame:
+    """The MMRB2 paper's judge accuracies shipped with bon (``#`` lines are comments)."""
+    path = Path(path or PUBLISHED_CSV)
+    try:
+        table = pd.read_csv(path, comment="#")
+    except FileNotFoundError:
+        raise BonError(f"{path}: published accuracy table not found") from None
+    missing = {"judge", "task", "accuracy"} - set(table.columns)
+    if missing:
+        raise BonError(f"{path}: lacks column(s) {', '.join(sorted(missing))}")
+    return table
+
+
+def published_judge_axis(path: Path | None = None) -> JudgeAxis:
+    """Accuracies as published in the MMRB2 paper (binomial over the stated pair counts)."""
+    table = load_published(path)
+    table = table[table.task.isin(list(mmrb2.BON_TO_SCORER))].copy()
+    if "n_pairs" not in table.columns:
+        table["n_pairs"] = np.nan
+    table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
+    table["source"] = table.get("source", pd.Series("published", index=table.index))
+    return JudgeAxis("published (MMRB2 paper)", table[["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"]]
+                     .reset_index(drop=True))
+
+
+def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
+    """``"run"`` (the run's mmrb2/), ``"published"``, or a file: a CSV with judge, task, accuracy[, n_pairs]
+    columns, or one ``bon mmrb2 accuracy --json`` output named ``JUDGE=FILE``."""
+    if spec in (None, "run"):
+        if run_dir is None:
+            raise BonError("accuracies from the run need a run folder")
+        return run_judge_axis(run_dir, judges)
+    if spec == "published":
+        return published_judge_axis()
+    text = str(spec)
+    if "=" in text and text.split("=", 1)[1].endswith(".json"):
+        judge, file = text.split("=", 1)
+        return json_judge_axis({judge: Path(file)})
+    path = Path(text)
+    if path.suffix == ".csv":
+        table = load_published(path)
+        if "n_pairs" not in table.columns:
+            table["n_pairs"] = np.nan
+        table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
+        table["source"] = table["source"] if "source" in table.columns else str(path)
+        table["task"] = [mmrb2.SCORER_TO_BON.get(t, t) for t in table["task"]]
+        return JudgeAxis(f"accuracies from {path.name}", table[["judge", "task", "accuracy", "n_pairs", "n_judgements",
+                                                                 "source"]])
+    raise BonError(f"{spec}: accuracies must be 'run', 'published', a CSV (judge, task, accuracy[, n_pairs]) "
+                   "or JUDGE=FILE.json")
+
+
+def match_judges(names: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+    """Map user judge names onto known ones ignoring case and punctuation (``gpt5`` -> ``GPT-5``)."""
+    key = lambda s: re.sub(r"[^a-z0-9]", "", str(s).lower())  # noqa: E731
+    index = {key(k): k for k in known}
+    return {n: index[key(n)] for n in names if key(n) in index}
+
+
+# --- the downstream axis ---------------------------------------------------------------------------
+
+
+@dataclass
+class Setting:
+    """One (task, generator, strategy): the judges' per-prompt pick scores, or only their means."""
+
+    task: str
+    generator: str
+    strategy: str
+    judges: list[str]
+    scores: np.ndarray | None = None  # judges x prompts, NaN = no scored pick
+    bon: np.ndarray | None = None  # judges; the point estimate when there are no per-prompt scores
+    se: np.ndarray | None = None  # judges; standard errors for a parametric resampling of ``bon``
+
+    @property
+    def n_prompts(self) -> int:
+        if self.scores is not None:
+            return int(np.isfinite(self.scores).any(0).sum())
+        return 0
+
+    def point(self) -> np.ndarray:
+        if self.scores is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return np.nanmean(self.scores, 1)
+        return np.asarray(self.bon, float)
+
+    def resampling(self) -> str:
+        if self.scores is not None:
+            return "prompts"
+        return "normal" if self.se is not None and np.isfinite(self.se).any() else "fixed"
+
+    def replicates(self, bootstrap: int, seed: int, prompt_weights: np.ndarray | None = None) -> np.ndarray:
+        if self.scores is not None:
+            w = prompt_weights if prompt_weights is not None else multinomial_weights(
+                self.scores.shape[1], bootstrap, derive_seed(seed, "prompts", self.task, self.generator))
+            return weighted_means(self.scores, w)
+        base = self.point()
+        if self.se is None:
+            return np.tile(base, (bootstrap, 1))
+        rng = np.random.default_rng(derive_seed(seed, "bon-normal", self.task, self.generator))
+        se = np.where(np.isfinite(self.se), self.se, 0.0)
+        return base + rng.standard_normal((bootstrap, len(base))) * se
+
+
+def settings_from_prompts(prompts: pd.DataFrame) -> list[Setting]:
+    """Settings from :func:`analysis.bon_metrics.prompt_level` rows, tasks in the paper's order."""
+    out = []
+    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
+    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
+                  key=lambda k: (order[k[0]], k[1], k[2]))
+    for task, gen, strategy in keys:
+        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
+        judges = list(dict.fromkeys(sub["judge"]))
+        pids = sorted(set(sub["prompt_id"]))
+        out.append(Setting(task, gen, strategy, judges, scores=setting_matrix(sub, "pick_score", judges, pids)))
+    return out
+
+
+def settings_from_scores(table: pd.DataFrame) -> list[Setting]:
+    """Settings from a user's Best-of-N scores table: task, generator, judge, bon_score[, strategy]
+    [, n_prompts and bon_sd, for a normal resampling of each mean (SE = bon_sd / sqrt(n_prompts))]."""
+    missing = {"task", "generator", "judge", "bon_score"} - set(table.columns)
+    if missing:
+        raise BonError(f"scores table lacks column(s) {', '.join(sorted(missing))}")
+    table = table.copy()
+    if "strategy" not in table.columns:
+        table["strategy"] = ""
+    out = []
+    order = {t: i for i, t in enumerate(task_order(table["task"]))}
+    for (task, gen, strategy), sub in sorted(table.groupby(["task", "generator", "strategy"], sort=False),
+                                             key=lambda kv: (order[kv[0][0]], kv[0][1], kv[0][2])):
+        se = None
+        if {"n_prompts", "bon_sd"} <= set(sub.columns):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                se = (pd.to_numeric(sub["bon_sd"], errors="coerce") / np.sqrt(pd.to_numeric(sub["n_prompts"],
+                                                                                             errors="coerce"))).to_numpy(float)
+        out.append(Setting(task, gen, strategy, list(sub["judge"]), bon=sub["bon_score"].to_numpy(float), se=se))
+    return out
+
+
+# --- the correlation table -------------------------------------------------------------------------
+
+
+@dataclass
+class _Block:
+    """One setting's observed and bootstrap values, on the union of judges (NaN where absent)."""
+
+    setting: Setting
+    x: np.ndarray  # union
+    y: np.ndarray
+    xb: np.ndarray  # B x union
+    yb: np.ndarray
+
+
+def correlation_intervals(settings: Sequence[Setting], axis: JudgeAxis, bootstrap: int = 1000, seed: int = 0,
+                          level: float = 0.95, permutations: int = 10000, pooled_rows: bool = True,
+                          resample: Sequence[str] = RESAMPLE_ALL) -> pd.DataFrame:
+    """The correlation table with intervals, permutation p-values and leave-one-judge-out ranges."""
+    resample = set(resample)
+    unknown = resample - set(RESAMPLE_ALL)
+    if unknown:
+        raise BonError(f"resample: unknown level(s) {', '.join(sorted(unknown))} (use {', '.join(RESAMPLE_ALL)})")
+    judges = list(dict.fromkeys(j for s in settings for j in s.judges))
+    pos = {j: k for k, j in enumerate(judges)}
+    x_reps: dict[str, np.ndarray] = {}
+    prompt_w: dict[tuple[str, str], np.ndarray] = {}
+    blocks: list[_Block] = []
+    for s in settings:
+        if s.task not in x_reps:
+            x_reps[s.task] = (axis.replicates(s.task, judges, bootstrap, seed) if "pairs" in resample
+                              else np.tile(axis.accuracy(s.task, judges), (bootstrap, 1)))
+        cols = [pos[j] for j in s.judges]
+        x = np.full(len(judges), np.nan)
+        x[cols] = axis.accuracy(s.task, s.judges)
+        y = np.full(len(judges), np.nan)
+        y[cols] = s.point()
+        if "prompts" in resample:
+            w = None
+            if s.scores is not None:  # prompts are shared by a task's generators: one draw per task
+                key = (s.task, s.strategy)
+                if key not in prompt_w or prompt_w[key].shape[1] != s.scores.shape[1]:
+                    prompt_w[key] = multinomial_weights(s.scores.shape[1], bootstrap,
+                                                        derive_seed(seed, "prompts", s.task, s.strategy))
+                w = prompt_w[key]
+            ys = s.replicates(bootstrap, seed, w)
+        else:
+            ys = np.tile(s.point(), (bootstrap, 1))
+        yb = np.full((bootstrap, len(judges)), np.nan)
+        yb[:, cols] = ys
+        xb = np.where(np.isfinite(y)[None, :], x_reps[s.task], np.nan)
+        blocks.append(_Block(s, x, y, xb, yb))
+
+    if "judges" in resample and judges:
+        rng = np.random.default_rng(derive_seed(seed, "judges"))
+        jidx = rng.integers(0, len(judges), size=(bootstrap, len(judges)))
+    else:
+        jidx = None
+
+    rows = []
+    for b in blocks:
+        rows.append(_row([b], axis, bootstrap, seed, level, permutations, jidx, "setting", b.setting.task,
+                         b.setting.generator, b.setting.strategy, judges))
+    if pooled_rows:
+        for task in task_order(s.task for s in settings):
+            mine = [b for b in blocks if b.setting.task == task]
+            if len(mine) > 1:
+                rows.append(_row(mine, axis, bootstrap, seed, level, permutations, jidx, "task", task, "(pooled)",
+                                 _one(b.setting.strategy for b in mine), judges))
+        if len({b.setting.task for b in blocks}) > 1:
+            rows.append(_row(blocks, axis, bootstrap, seed, level, permutations, jidx, "all", "(all)", "(pooled)",
+                             _one(b.setting.strategy for b in blocks), judges))
+    return pd.DataFrame(rows, columns=CI_COLUMNS)
+
+
+def _one(values: Iterable[str]) -> str:
+    vals = list(dict.fromkeys(values))
+    return vals[0] if len(vals) == 1 else "(mixed)"
+
+
+def _stat(stat: str, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    return COEFFICIENTS[stat](*pairs[0]) if len(pairs) == 1 else pooled(stat, pairs)
+
+
+def _row(blocks: list[_Block], axis: JudgeAxis, bootstrap: int, seed: int, level: float, permutations: int,
+         jidx: np.ndarray | None, scope: str, task: str, generator: str, strategy: str, judges: list[str]) -> dict:
+    present = np.zeros(len(judges), bool)
+    for b in blocks:
+        present |= np.isfinite(b.x) & np.isfinite(b.y)
+    n_judges = int(present.sum())
+    tasks = list(dict.fromkeys(b.setting.task for b in blocks))
+    # distinct prompts: a task's generators share them
+    n_prompts = sum(max(b.setting.n_prompts for b in blocks if b.setting.task == t) for t in tasks)
+    n_pairs = sum(axis.n_pairs(t, [judges[k] for k in np.flatnonzero(present)]) for t in tasks)
+    row: dict[str, Any] = {"task": task, "generator": generator, "strategy": strategy, "scope": scope,
+                           "n_judges": n_judges, "n_prompts": n_prompts, "n_pairs": n_pairs,
+                           "bootstrap": bootstrap, "level": level}
+    observed = [(b.x, b.y) for b in blocks]
+    meas = [(b.xb, b.yb) for b in blocks]
+    full = [(np.take_along_axis(b.xb, jidx, 1), np.take_along_axis(b.yb, jidx, 1)) for b in blocks] if jidx is not None else meas
+    undefined = []
+    for stat in STATS:
+        point = float(_stat(stat, observed))
+        reps_full = _stat(stat, full)
+        reps_meas = _stat(stat, meas)
+        lo, hi, recentred = bc_interval(reps_full, point, level, with_fallback=True)
+        mlo, mhi = percentile_ci(reps_meas, level)
+        undefined.append(float(np.mean(~np.isfinite(reps_full))) if np.size(reps_full) else 1.0)
+        if stat == "pearson":
+            row["recentred"] = bool(recentred)
+        p, n_perm = permutation_p(stat, observed, permutations, derive_seed(seed, "perm", scope, task, generator, stat))
+        loo = _leave_one_out(stat, observed, present)
+        row.update({POINT[stat]: point, f"{stat}_lo": float(lo), f"{stat}_hi": float(hi),
+                    f"{stat}_lo_meas": float(mlo), f"{stat}_hi_meas": float(mhi), f"{stat}_p_perm": p,
+                    f"{stat}_loo_min": loo[0], f"{stat}_loo_max": loo[1]})
+        if stat == "pearson":
+            row["loo_most_influential"] = loo[2]
+            row["permutations"] = n_perm
+    row["loo_most_influential"] = judges[row["loo_most_influential"]] if row["loo_most_influential"] is not None else ""
+    row["undefined_frac"] = max(undefined)
+    row["x_resampling"] = "+".join(dict.fromkeys(axis.resampling(t) for t in tasks))
+    row["y_resampling"] = "+".join(dict.fromkeys(b.setting.resampling() for b in blocks))
+    notes = _warnings(row, jidx is not None)
+    row["flag"] = bool(notes)
+    row["warning"] = "; ".join(notes)
+    return row
+
+
+def _warnings(row: Mapping[str, Any], judges_resampled: bool) -> list[str]:
+    notes = []
+    if row["n_judges"] < MIN_JUDGES:
+        notes.append(f"only {row['n_judges']} judges (fewer than {MIN_JUDGES}): a single judge can flip the sign")
+    width = row["pearson_hi"] - row["pearson_lo"]
+    if not np.isfinite(row["pearson_r"]):
+        notes.append("r undefined (too few judges, or no spread in accuracy or BoN score)")
+    elif not np.isfinite(width) or width > 1.0:
+        notes.append(f"the interval for r is {'undefined' if not np.isfinite(width) else f'{width:.2f} wide'} (> 1)")
+    if row["y_resampling"] == "prompts" and 0 < row["n_prompts"] < 30:
+        notes.append(f"only {row['n_prompts']} prompts per setting")
+    if "pairs" in row["x_resampling"] and 0 < row["n_pairs"] < 100:
+        notes.append(f"accuracy from only {row['n_pairs']} MMRB2 pairs")
+    if row["undefined_frac"] > 0.1:
+        notes.append(f"{row['undefined_frac']:.0%} of bootstrap replicates undefined (ties or too few distinct judges)")
+    if "fixed" in row["x_resampling"]:
+        notes.append("accuracies not resampled (no pair counts)")
+    if "fixed" in row["y_resampling"]:
+        notes.append("BoN scores not resampled (no per-prompt scores)")
+    if row.get("recentred"):
+        notes.append("nearly all bootstrap replicates fall on one side of r (measurement noise large next to the "
+                     "spread between judges, or stated larger than it is): interval recentred, approximate")
+    if not judges_resampled:
+        notes.append("judges held fixed: the interval covers measurement noise only")
+    return notes
+
+
+def permutation_p(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]], permutations: int = 10000,
+                  seed: int = 0) -> tuple[float, int]:
+    """Two-sided p-value for no association: y's judge labels permuted within each setting.
+
+    Exact (every ordering) for one setting of at most 8 judges; otherwise ``permutations`` random
+    orderings with the usual +1 correction. Returns (p, number of orderings used).
+    """
+    obs = float(_stat(stat, observed))
+    if not np.isfinite(obs):
+        return math.nan, 0
+    cleaned = []
+    for x, y in observed:
+        keep = np.isfinite(x) & np.isfinite(y)
+        cleaned.append((x[keep], y[keep]))
+    tol = 1e-12
+    if len(cleaned) == 1 and len(cleaned[0][0]) <= EXACT_PERMUTATION_MAX_JUDGES:
+        x, y = cleaned[0]
+        perms = np.array(list(itertools.permutations(range(len(y)))))
+        null = COEFFICIENTS[stat](x[None, :], y[perms])
+        return float(np.mean(np.abs(null) >= abs(obs) - tol)), len(perms)
+    rng = np.random.default_rng(seed)
+    permuted = []
+    for x, y in cleaned:
+        order = np.argsort(rng.random((permutations, len(y))), axis=1)
+        permuted.append((np.broadcast_to(x, (permutations, len(x))), y[order]))
+    null = _stat(stat, permuted)
+    hits = int(np.sum(np.abs(null[np.isfinite(null)]) >= abs(obs) - tol))
+    return (1 + hits) / (1 + permutations), permutations
+
+
+def _leave_one_out(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]],
+                   present: np.ndarray) -> tuple[float, float, int | None]:
+    """(min, max, judge whose removal moves the coefficient most) over dropping one judge everywhere."""
+    full = float(_stat(stat, observed))
+    values, who = [], []
+    for k in np.flatnonzero(present):
+        dropped = []
+        for x, y in observed:
+            x2, y2 = x.copy(), y.copy()
+            x2[k] = np.nan
+            dropped.append((x2, y2))
+        v = float(_stat(stat, dropped))
+        if np.isfinite(v):
+            values.append(v)
+            who.append(int(k))
+    if not values:
+        return math.nan, math.nan, None
+    shift = [abs(v - full) if np.isfinite(full) else 0.0 for v in values]
+    return min(values), max(values), who[int(np.argmax(shift))]
+
+
+def run_correlations(run_dir: Path, prompts: pd.DataFrame, axis: JudgeAxis | None = None, bootstrap: int = 1000,
+                     seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """:func:`correlation_intervals` for a run folder's picks (``prompts``) and its own preference set."""
+    if axis is None:
+        axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
+    return correlation_intervals(settings_from_prompts(prompts), axis, bootstrap=bootstrap, seed=seed, level=level)

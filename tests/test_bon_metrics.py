@@ -1,0 +1,137 @@
+"""Best-of-N metrics and the reranker leaderboard against direct computations on hand-made data."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.bon_metrics import (METRIC_COLUMNS, bon_metrics, load_prompt_level, multinomial_weights, percentile_ci,
+                                  prompt_level, weighted_means)
+from analysis.leaderboard import format_leaderboard, holm, judge_costs, leaderboard, run_leaderboard, sign_flip_p
+from analysis_run import make_run
+from bon.errors import BonError
+from bon.stages.analyse import results_table
+
+# one prompt, five candidates: scores with a tie at the top and one unscored candidate
+SCORES = {("g", "p1", 0): {"score": 0.2}, ("g", "p1", 1): {"score": 0.9}, ("g", "p1", 2): {"score": 0.9},
+          ("g", "p1", 3): {"score": None}, ("g", "p1", 4): {"score": 0.5},
+          ("g", "p2", 0): {"score": 0.0}, ("g", "p2", 1): {"score": 1.0}, ("g", "p2", 2): {"score": 0.5},
+          ("g", "p2", 3): {"score": 0.5}, ("g", "p2", 4): {"score": 0.25}}
+
+
+def pick(judge: str, pid: str, index: int, calls: int = 8) -> dict:
+    return {"judge": judge, "strategy": "knockout", "task": "t2i", "prompt_id": pid, "generator": "g", "index": index,
+            "calls": calls, "missing": 0}
+
+
+def test_pick_statistics_by_hand() -> None:
+    rows = prompt_level([pick("a", "p1", 1), pick("a", "p2", 2), pick("b", "p1", 3), pick("b", "p2", 0)], SCORES, n=5)
+    a1, a2, b1, b2 = (rows.iloc[i] for i in range(4))
+    # p1: scored candidates 0.2, 0.9, 0.9, 0.5 (index 3 unscored)
+    assert a1.random_score == pytest.approx((0.2 + 0.9 + 0.9 + 0.5) / 4) and a1.oracle_score == 0.9
+    assert a1.pick_score == 0.9 and a1.hit == 1.0 and a1.n_scored == 4
+    assert a1.win == pytest.approx((2 + 0.5) / 3)  # beats 0.2 and 0.5, ties the other 0.9
+    assert a1["rank"] == pytest.approx(1.5)  # shares ranks 1 and 2
+    # p2: pick scores 0.5 among 0.0, 1.0, 0.5, 0.25
+    assert a2.win == pytest.approx((2 + 0.5) / 4) and a2["rank"] == pytest.approx(1 + 1 + 0.5) and a2.hit == 0.0
+    # an unscored pick: no score, no win rate, but the prompt's levels are still known
+    assert math.isnan(b1.pick_score) and math.isnan(b1.win) and b1.oracle_score == 0.9
+    assert b2.pick_score == 0.0 and b2.win == 0.0 and b2["rank"] == 5.0
+
+
+def test_metrics_point_estimates_and_agreement_with_results_table() -> None:
+    picks = [pick("a", "p1", 1), pick("a", "p2", 2), pick("b", "p1", 3), pick("b", "p2", 0)]
+    m = bon_metrics(prompt_level(picks, SCORES, n=5), bootstrap=200, seed=0, n=5)
+    assert list(m.columns) == METRIC_COLUMNS
+    a = m[m.judge == "a"].iloc[0]
+    rnd = np.mean([(0.2 + 0.9 + 0.9 + 0.5) / 4, (0 + 1 + 0.5 + 0.5 + 0.25) / 5])
+    orc = np.mean([0.9, 1.0])
+    assert a.bon_score == pytest.approx(0.7) and a.random_score == pytest.approx(rnd) and a.oracle_score == pytest.approx(orc)
+    assert a.gain == pytest.approx(0.7 - rnd) and a.recovery == pytest.approx((0.7 - rnd) / (orc - rnd))
+    assert a.mean_rank == pytest.approx((1.5 + 2.5) / 2) and a.oracle_hit == 0.5
+    assert a.norm_rank == pytest.approx(np.mean([0.5 / 3, 1.5 / 4]))
+    assert a.calls_per_prompt == 8 and a.judge_calls == 16
+    b = m[m.judge == "b"].iloc[0]
+    assert b.bon_score == 0.0 and b.unscored_picks == 1
+    ref = results_table(picks, SCORES, {}, 5).set_index("judge")
+    for judge in ("a", "b"):
+        row = m[m.judge == judge].iloc[0]
+        for c in ("bon_score", "random_score", "oracle_score", "judge_calls", "unscored_picks"):
+            assert row[c] == pytest.approx(ref.loc[judge, c]), c
+
+
+def test_weighted_means_equal_explicit_resampling() -> None:
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(3, 7))
+    values[1, 2] = np.nan
+    w = multinomial_weights(7, 50, seed=4)
+    assert (w.sum(1) == 7).all()
+    got = weighted_means(values, w)
+    for b in range(50):
+        idx = np.repeat(np.arange(7), w[b].astype(int))  # the resample these weights stand for
+        for j in range(3):
+            assert got[b, j] == pytest.approx(np.nanmean(values[j, idx]))
+
+
+def test_bootstrap_intervals_are_seeded_and_cover_the_point(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", prompts=15, images=False)
+    prompts = load_prompt_level(run)
+    a = bon_metrics(prompts, bootstrap=400, seed=3)
+    pd.testing.assert_frame_equal(a, bon_metrics(prompts, bootstrap=400, seed=3))
+    c = bon_metrics(prompts, bootstrap=400, seed=4)
+    assert not np.allclose(a.bon_lo, c.bon_lo) and np.abs(a.bon_lo - c.bon_lo).max() < 0.06
+    assert ((a.bon_lo <= a.bon_score + 1e-12) & (a.bon_score <= a.bon_hi + 1e-12)).all()
+    assert ((a.gain_lo <= a.gain + 1e-12) & (a.gain <= a.gain_hi + 1e-12)).all()
+    # a direct numpy bootstrap of one judge's mean agrees to Monte Carlo error
+    row = a.iloc[0]
+    sub = prompts[(prompts.task == row.task) & (prompts.generator == row.generator) & (prompts.judge == row.judge)]
+    v = sub.sort_values("prompt_id")["pick_score"].to_numpy()
+    idx = np.random.default_rng(0).integers(0, len(v), (4000, len(v)))
+    lo, hi = percentile_ci(v[idx].mean(1))
+    assert (row.bon_lo, row.bon_hi) == pytest.approx((lo, hi), abs=0.05)
+
+
+# --- leaderboard ------------------------------------------------------------------------------------
+
+
+def test_sign_flip_and_holm_by_hand() -> None:
+    d = np.array([0.3, -0.1, 0.2, 0.0, 0.4])
+    nz = d[d != 0]
+    sums = [abs(np.dot(s, nz)) for s in itertools.product((1, -1), repeat=len(nz))]
+    assert sign_flip_p(d) == pytest.approx(np.mean(np.array(sums) >= abs(nz.sum()) - 1e-12))
+    assert sign_flip_p(np.zeros(4)) == 1.0
+    big = np.full(40, 0.1)
+    assert sign_flip_p(big, permutations=999, seed=0) == pytest.approx(1 / 1000)
+    p = np.array([0.01, 0.04, np.nan, 0.03])
+    assert holm(p) == pytest.approx([0.03, 0.06, np.nan, 0.06], nan_ok=True)
+
+
+def test_leaderboard_ranks_and_finds_the_clearly_worse_judge(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", qualities=(0.0, 0.9, 0.95), prompts=30, tasks=("t2i",), generators=("g1",),
+                   images=False, cost_usd=0.002)
+    t = run_leaderboard(run, "t2i", "g1", bootstrap=400)
+    assert t["rank"].tolist() == [1, 2, 3] and t["bon_score"].is_monotonic_decreasing
+    worst = t.iloc[-1]
+    assert worst.judge == "judge-0" and not worst.tied_with_best and worst.p_holm < 0.05 and worst.diff_hi < 0
+    assert t.iloc[0].tied_with_best and math.isnan(t.iloc[0].p_vs_best)
+    assert (t.calls_per_prompt == 6).all() and t.usd_per_prompt.iloc[0] == pytest.approx(6 * 0.002)
+    assert t.gain_per_dollar.iloc[0] == pytest.approx(t.gain.iloc[0] / (6 * 0.002))
+    assert not np.isnan(t.mmrb2_accuracy).any()
+    text = format_leaderboard(t)
+    assert "judge-0" in text and "best" in text
+    with pytest.raises(BonError, match="no picks"):
+        leaderboard(load_prompt_level(run), "edit", "g1")
+
+
+def test_judge_costs_prefer_the_selection_stage() -> None:
+    stats = {"judges": {"a": {"calls_made": 10, "cost_usd": 1.0, "judge_seconds": 5.0,
+                              "selection": {"calls_made": 4, "cost_usd": 0.2, "judge_seconds": 1.0}},
+                        "b": {"calls_made": 0, "cost_usd": 0.0}}}
+    c = judge_costs(stats)
+    assert c["a"] == {"usd_per_call": pytest.approx(0.05), "seconds_per_call": pytest.approx(0.25)}
+    assert math.isnan(c["b"]["usd_per_call"])
