@@ -12,6 +12,11 @@ from bon.errors import BonError
 PLUGINS = {
     "synthetic": "generators.synthetic.suites:build_suite",
     "jsonl": "bon.suites:jsonl_suite",
+    "prompts": "generators.suites.jsonl:build_suite",
+    "genai-bench": "generators.suites.genai_bench:build_suite",
+    "gedit-bench": "generators.suites.gedit_bench:build_suite",
+    "isg-bench": "generators.suites.isg_bench:build_suite",
+    "emma": "generators.suites.emma:build_suite",
 }
 
 def jsonl_suite(path: str, **_: Any) -> list[Prompt]:

@@ -109,7 +109,7 @@ def _interleave(text: str, images: dict[int, Any], used: set[int], items: list[A
         chunk = text[pos : m.start()].strip()
         if chunk:
             items.append(TextItem(chunk))
-        items.append(images[k] if k not in used else images[k])
+        items.append(images[k])
         used.add(k)
         pos = m.end()
     chunk = text[pos:].strip()

@@ -1,0 +1,177 @@
+"""The four scaled-down paper settings run end to end through `bon run` on tiny random models, and
+`bon verify` (verify_command) rescores a finished study with another verifier, resumably.
+
+Each test runs the real config file from configs/ (paths pointed at the tiny models built once per
+session, N = 4 and 2 prompts instead of 8 and the whole copy, to keep the suite fast): benchmark
+suite -> two base generators -> knockout with two or three judges -> the benchmark's verifier ->
+results table and report.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before huggingface_hub reads it at import
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("diffusers")
+pytest.importorskip("datasets")
+
+import yaml  # noqa: E402
+
+from bon.cli import main  # noqa: E402
+from bon.errors import BonError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import make_tiny_models
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    out = tmp_path_factory.mktemp("tiny")
+    make_tiny_models.make(out)
+    return out
+
+
+def shrunk_config(name: str, tiny: Path, out: Path, n: int = 4, limit: int = 2) -> Path:
+    """configs/<name>.yaml with its tiny paths pointed at ``tiny``, a smaller N and fewer prompts."""
+    text = (ROOT / "configs" / f"{name}.yaml").read_text(encoding="utf-8").replace("runs/tiny/", f"{tiny.as_posix()}/")
+    raw = yaml.safe_load(text)
+    raw["out"] = str(out)
+    raw["n"] = n
+    raw["suite"]["limit"] = limit
+    path = out.parent / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def results(run: Path) -> list[dict]:
+    with (run / "results.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def scores(run: Path, file: str = "scores.jsonl") -> list[dict]:
+    return [json.loads(line) for line in (run / file).read_text().splitlines() if line.strip()]
+
+
+def check_run(run: Path, generators: int, judges: int, n: int = 4, prompts: int = 2) -> list[dict]:
+    rows = results(run)
+    assert len(rows) == generators * judges
+    assert all(r["bon_score"] != "" and r["random_score"] != "" for r in rows)
+    assert all(int(r["judge_calls"]) == prompts * 2 * (n - 1) for r in rows)  # knockout: 2(N-1) calls a prompt
+    assert all(r["mmrb2_accuracy"] == "" for r in rows)  # no preference set from a benchmark suite
+    recs = scores(run)
+    assert len(recs) == generators * prompts * n
+    assert (run / "report.md").exists() and (run / "correlation.png").exists()
+    return recs
+
+
+@pytest.fixture(scope="module")
+def reasoning_run(tiny, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("e2e") / "reasoning"
+    assert main(["run", str(shrunk_config("paper_reasoning_tiny", tiny, out))]) == 0
+    return out
+
+
+def test_t2i_genai_bench_vqascore(tiny, tmp_path):
+    out = tmp_path / "t2i"
+    assert main(["run", str(shrunk_config("paper_t2i_tiny", tiny, out))]) == 0
+    recs = check_run(out, generators=2, judges=3)
+    assert all(r["missing"] is None and 0.0 <= r["score"] <= 1.0 for r in recs)
+    d = recs[0]["details"]
+    assert d["question"].startswith('Does this figure show "') and d["grader"]["revision"].startswith("local:")
+    prompts = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in prompts] == ["00001", "00002"]
+    assert prompts[1]["metadata"]["category"] == "advanced"
+
+
+def test_edit_gedit_bench_sc_pq(tiny, tmp_path):
+    out = tmp_path / "edit"
+    assert main(["run", str(shrunk_config("paper_edit_tiny", tiny, out))]) == 0
+    recs = check_run(out, generators=2, judges=2)
+    for r in recs:
+        d = r["details"]
+        assert r["missing"] is None
+        assert r["score"] == pytest.approx((d["sc"] * d["pq"]) ** 0.5 / 10, abs=1e-3)
+        assert d["sc"] == pytest.approx(min(d["sc_scores"]), abs=1e-3)
+    prompts = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
+    assert prompts[0]["content"][1][0] == "image" and (out / prompts[0]["content"][1][1]).exists()
+
+
+def test_interleaved_isg_bench_levels(tiny, tmp_path):
+    out = tmp_path / "interleaved"
+    assert main(["run", str(shrunk_config("paper_interleaved_tiny", tiny, out))]) == 0
+    recs = check_run(out, generators=2, judges=2)
+    first = [r for r in recs if r["prompt_id"] == "0000"]
+    strong = [r for r in first if r["generator"] == "strong"]
+    weak = [r for r in first if r["generator"] == "weak"]
+    # the strong agent draws 2 pictures after its text, as ISG query 0000 asks; the weak one draws 1
+    assert all(r["details"]["structure"]["ok"] for r in strong)
+    assert all(set(r["details"]["level_scores"]) == {"structure", "block", "image", "holistic"} for r in strong)
+    assert all(not r["details"]["structure"]["ok"] and r["details"]["level_scores"]["image"] == 0 for r in weak)
+    assert min(r["score"] for r in strong) > max(r["score"] for r in weak)
+
+
+def test_reasoning_emma_exact_match(reasoning_run):
+    recs = check_run(reasoning_run, generators=2, judges=2)
+    assert all(r["score"] in (0.0, 1.0) and "rule" in r["details"] for r in recs)
+    assert {r["details"]["reference"] for r in recs} == {"C", "9"}
+
+
+def test_verify_command_other_verifier_separate_file_and_resume(reasoning_run, tmp_path):
+    from verifiers.cli_support import verify_command
+
+    # human-style labels for every candidate of the strong generator only: the weak ones stay missing
+    labels = tmp_path / "labels.csv"
+    rows = ["prompt_id,generator,index,score"] + [f"{pid},strong,{k},{1 + (k % 5)}" for pid in ("math_1", "math_2") for k in range(4)]
+    labels.write_text("\n".join(rows) + "\n")
+    opts = {"path": str(labels), "scale": [1, 5], "label": "humans"}
+    s = verify_command(reasoning_run, "labels", dict(opts))
+    assert s["scores_file"].endswith("scores_humans.jsonl") and not s["study_verifier"]
+    assert s["candidates"] == 16 and s["newly_scored"] == 16 and s["missing"] == 8
+    assert "no label for prompt" in next(iter(s["missing_reasons"]))
+    got = {(r["generator"], r["prompt_id"], r["index"]): r["score"] for r in scores(reasoning_run, "scores_humans.jsonl")}
+    assert got[("strong", "math_1", 2)] == pytest.approx(0.5)
+    rows = {(r["generator"], r["judge"]): r for r in s["results"]}
+    assert rows[("strong", "vlm-logits")]["bon_score"] is not None and rows[("weak", "vlm-logits")]["bon_score"] is None
+    assert (reasoning_run / "results_humans.csv").exists()
+    record = json.loads((reasoning_run / "scores_humans.json").read_text())
+    assert record["identity"]["sha256"] and record["verifier"] == "labels"
+    # the study's scores are untouched, and a rerun scores nothing new
+    assert len(scores(reasoning_run)) == 16
+    again = verify_command(reasoning_run, "labels", dict(opts))
+    assert again["newly_scored"] == 0 and again["missing"] == 8
+    # another verifier under the same label is refused
+    with pytest.raises(BonError, match="another label"):
+        verify_command(reasoning_run, "emma", {"label": "humans"})
+    # the study's own verifier resumes into scores.jsonl
+    own = verify_command(reasoning_run, "emma", {})
+    assert own["study_verifier"] and own["scores_file"].endswith("scores.jsonl") and own["newly_scored"] == 0
+
+
+def test_verify_command_on_a_folder_that_is_no_study(tmp_path):
+    from verifiers.cli_support import verify_command
+
+    with pytest.raises(BonError, match="not a study folder"):
+        verify_command(tmp_path, "emma", {})

@@ -1,0 +1,437 @@
+"""Graders: the vision-language model a graded verifier asks its questions.
+
+A grader answers *turns*: one user message of text and images in order (``[("text", str),
+("image", PIL.Image), ...]``), in one of two ways:
+
+- :meth:`Grader.answer`: the model writes an answer (greedy), which the verifier parses;
+- :meth:`Grader.next_word_probs`: the probability the model gives each of a few words (``Yes``, ``No``,
+  ``0`` ... ``9``) as the first word of its answer, from one forward pass (a local model's logits, or an
+  API's top log-probabilities).
+
+Two back-ends, chosen by ``backend`` in the grader spec:
+
+- ``transformers`` (default): a local chat VLM through :class:`judges.transformers_vlm.VlmBackend`, the
+  same loading, chat template, batching and revision pinning the ``transformers-vlm`` judge uses.
+  Options: ``model`` (hub id or folder), ``revision``, ``dtype``, ``device``, ``device_map``,
+  ``attn_implementation``, ``chat_template_kwargs``, ``max_image_pixels`` (default 1048576),
+  ``batch_size`` (default 8).
+- ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Gemini's compatible
+  endpoint, a vLLM server). Options: ``model``, ``base_url``, ``api_key_env`` (the *name* of the
+  variable holding the key; null for none), ``max_image_side`` (1024), ``temperature`` (0),
+  ``max_tokens_param``, ``top_logprobs`` (20), ``concurrency`` (4), ``timeout`` (120), ``max_retries``
+  (4), ``preflight`` (true), ``extra_body``. Requests go through :mod:`bon.http` (retries on 429/5xx
+  and timeouts, Retry-After honoured, the key read from the environment and never stored). Endpoints that return no log-probabilities make
+  :meth:`next_word_probs` raise :class:`NoLogprobs`; the verifiers then ask for a written answer.
+
+Any failure to grade raises :class:`GradingFailed` with a one-line reason, which the verifier records
+as a missing score (never a zero).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+from abc import ABC, abstractmethod
+from typing import Any, Sequence
+
+from PIL import Image
+
+from bon.errors import BonError
+
+Part = tuple[str, Any]  # ("text", str) or ("image", PIL.Image)
+Turn = list[Part]
+BACKENDS = ("transformers", "openai")
+
+
+class GradingFailed(Exception):
+    """Grading could not produce an answer; ``str(exc)`` is the reason recorded as missing."""
+
+
+class NoLogprobs(GradingFailed):
+    """The endpoint returned no log-probabilities."""
+
+
+class Grader(ABC):
+    name: str = "grader"
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What pins the grades: model, revision or endpoint, settings."""
+
+    @abstractmethod
+    def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
+        """The model's written answer to each turn (greedy)."""
+
+    @abstractmethod
+    def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
+        """For each turn, the probability of each word as the answer's first token (softmax over the vocabulary)."""
+
+
+def make_grader(spec: Any, who: str) -> Grader:
+    """A grader from a spec: a mapping with ``backend`` and ``model``, a model string, or a Grader."""
+    if isinstance(spec, Grader):
+        return spec
+    if isinstance(spec, str):
+        spec = {"model": spec}
+    if not isinstance(spec, dict) or not spec.get("model"):
+        raise BonError(f"{who}: a grader model is required (option model: HUB_ID or a folder, or grader: {{backend, model, ...}})")
+    spec = dict(spec)
+    backend = spec.pop("backend", "transformers")
+    if backend not in BACKENDS:
+        raise BonError(f"{who}: grader backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    try:
+        if backend == "openai":
+            return ApiGrader(who=who, **spec)
+        return TransformersGrader(who=who, **spec)
+    except TypeError as exc:
+        raise BonError(f"{who}: bad {backend} grader options ({exc})") from None
+
+
+def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:
+    """The verifier's grader from its ``model`` shorthand, a ``grader`` mapping (or a Grader object) and
+    top-level grader options (``dtype``, ``device``, ``backend``, ...)."""
+    if isinstance(grader, Grader):
+        return grader
+    if grader is not None and not isinstance(grader, dict):
+        raise BonError(f"{who}: grader must be a mapping {{backend, model, ...}}, got {grader!r:.60}")
+    spec = dict(grader or {})
+    if model:
+        spec.setdefault("model", model)
+    spec.update(options)
+    return make_grader(spec, who)
+
+
+def yes_probability(probs: dict[str, float], normalize: bool) -> float | None:
+    """P(yes) from the probabilities of Yes/yes/No/no; normalized over yes+no when asked."""
+    yes = probs.get("Yes", 0.0) + probs.get("yes", 0.0)
+    if not normalize:
+        return yes
+    no = probs.get("No", 0.0) + probs.get("no", 0.0)
+    return yes / (yes + no) if yes + no > 0 else None
+
+
+def digit_expectation(probs: dict[str, float]) -> float | None:
+    """The probability-weighted mean of the digits 0-9 (renormalized over them); None without mass."""
+    mass = sum(probs.get(str(d), 0.0) for d in range(10))
+    if not mass > 0 or math.isnan(mass):
+        return None
+    return sum(d * probs.get(str(d), 0.0) for d in range(10)) / mass
+
+
+YES_NO = ("Yes", "yes", "No", "no")
+DIGITS = tuple(str(d) for d in range(10))
+
+
+# --- local transformers model ------------------------------------------------------------------
+
+
+class TransformersGrader(Grader):
+    backend_name = "transformers"
+
+    def __init__(self, model: str, who: str = "grader", revision: str | None = None, dtype: str = "auto",
+                 device: str = "auto", device_map: str | dict | None = None, attn_implementation: str | None = None,
+                 chat_template_kwargs: dict[str, Any] | None = None, max_image_pixels: int | None = 1024 * 1024,
+                 batch_size: int = 8) -> None:
+        from judges.transformers_vlm import VlmBackend
+
+        if int(batch_size) < 1:
+            raise BonError(f"{who}: grader batch_size must be at least 1, got {batch_size}")
+        self.name = who
+        self.batch_size = int(batch_size)
+        self.max_image_pixels = int(max_image_pixels) if max_image_pixels else None
+        self.backend = VlmBackend(str(model), who, revision=revision, dtype=dtype, device=device, device_map=device_map,
+                                  attn_implementation=attn_implementation, chat_template_kwargs=chat_template_kwargs)
+        self._ids: dict[str, list[int]] = {}
+        self.forward_batches: list[int] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.backend_name, **self.backend.identity(), "max_image_pixels": self.max_image_pixels}
+
+    def _render(self, turns: Sequence[Turn]) -> list[tuple[str, list[Image.Image]]]:
+        from judges.transformers_vlm import fit_pixels
+
+        out = []
+        for turn in turns:
+            parts = [(k, fit_pixels(v, self.max_image_pixels) if k == "image" else v) for k, v in turn]
+            try:
+                out.append(self.backend.render(parts))
+            except Exception as exc:  # noqa: BLE001 - a chat template that rejects the turn
+                raise GradingFailed(f"{self.name}: cannot render the grading turn: {type(exc).__name__}: {_line(exc)}") from None
+        return out
+
+    def _batches(self, rendered: list[tuple[str, list[Image.Image]]]):
+        for start in range(0, len(rendered), self.batch_size):
+            yield rendered[start : start + self.batch_size]
+
+    def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
+        texts: list[str] = []
+        for chunk in self._batches(self._render(turns)):
+            try:
+                batch = self.backend.encode(chunk)
+                self.forward_batches.append(len(chunk))
+                texts += self.backend.generate(batch, max_new_tokens=int(max_new_tokens), do_sample=False)
+            except BonError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - out of memory, a model that rejects the input
+                raise GradingFailed(f"{self.name}: {type(exc).__name__}: {_line(exc)}") from None
+        return texts
+
+    def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
+        rendered = self._render(turns)
+        if not rendered:
+            return []
+        ids = {w: self._word_ids(rendered[0][0], w) for w in words}
+        out: list[dict[str, float]] = []
+        for chunk in self._batches(rendered):
+            try:
+                batch = self.backend.encode(chunk)
+                self.forward_batches.append(len(chunk))
+                probs = self.backend.next_token_logits(batch).softmax(dim=-1)
+            except BonError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise GradingFailed(f"{self.name}: {type(exc).__name__}: {_line(exc)}") from None
+            for row in range(probs.shape[0]):
+                out.append({w: float(probs[row, i].sum()) if i else 0.0 for w, i in ids.items()})
+        return out
+
+    def _word_ids(self, context: str, word: str) -> list[int]:
+        if word not in self._ids:
+            try:
+                self._ids[word] = self.backend.continuation_ids(context, word)
+            except BonError:
+                self._ids[word] = []  # the tokenizer cannot start this spelling: it gets no mass
+        return self._ids[word]
+
+
+# --- OpenAI-compatible endpoint ------------------------------------------------------------------
+
+
+class ApiGrader(Grader):
+    """An OpenAI-compatible chat endpoint, called through :mod:`bon.http` (standard library only)."""
+
+    backend_name = "openai"
+
+    def __init__(self, model: str, who: str = "grader", base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
+                 max_image_side: int | None = 1024, temperature: float | None = 0.0,
+                 max_tokens_param: str = "max_completion_tokens", top_logprobs: int = 20, concurrency: int = 4,
+                 timeout: float = 120.0, max_retries: int = 4, backoff_base: float = 1.0, preflight: bool = True,
+                 preflight_timeout: float = 5.0, extra_body: dict[str, Any] | None = None) -> None:
+        from bon.http import RetryPolicy, preflight as http_preflight, safe_url
+
+        self.name = who
+        self.model = str(model)
+        self.base_url = str(base_url or OPENAI_URL).rstrip("/")
+        self.shown_url = safe_url(self.base_url)
+        self.api_key_env = api_key_env or None
+        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
+            raise BonError(f"{who}: environment variable {self.api_key_env} is not set (it should hold the key for "
+                           f"{self.shown_url}; api_key_env: null for a server without keys)")
+        if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
+            raise BonError(f"{who}: max_tokens_param must be max_completion_tokens or max_tokens")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise BonError(f"{who}: extra_body must be a mapping")
+        self.max_image_side = int(max_image_side) if max_image_side else None
+        self.temperature = temperature
+        self.max_tokens_param = max_tokens_param
+        self.top_logprobs = int(top_logprobs)
+        self.concurrency = max(1, int(concurrency))
+        self.policy = RetryPolicy(max_retries=int(max_retries), timeout=float(timeout), base_delay=float(backoff_base))
+        self.extra_body = dict(extra_body or {})
+        self.served_models: set[str] = set()
+        if preflight:
+            key = os.environ.get(self.api_key_env) if self.api_key_env else None
+            http_preflight(self.base_url, key, float(preflight_timeout), who, self.api_key_env)
+
+    def identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = {"backend": self.backend_name, "model": self.model, "base_url": self.shown_url,
+                                 "temperature": self.temperature, "max_image_side": self.max_image_side}
+        if self.served_models:
+            ident["served_model"] = sorted(self.served_models)
+        return ident
+
+    def messages(self, turn: Turn) -> list[dict[str, Any]]:
+        from bon.http import image_data_url
+
+        parts: list[dict[str, Any]] = []
+        for kind, value in turn:
+            if kind == "text":
+                if parts and parts[-1]["type"] == "text":
+                    parts[-1]["text"] += "\n" + value
+                else:
+                    parts.append({"type": "text", "text": value})
+            else:
+                parts.append({"type": "image_url", "image_url": {"url": image_data_url(value, self.max_image_side)}})
+        return [{"role": "user", "content": parts}]
+
+    def _call(self, turn: Turn, **extra: Any) -> dict[str, Any]:
+        from bon.http import HttpFailure, bearer, join_url, post_json
+
+        body: dict[str, Any] = {"model": self.model, "messages": self.messages(turn), **extra}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        body.update(self.extra_body)
+        try:
+            resp = post_json(join_url(self.base_url, "chat/completions"), body, bearer(self.api_key_env), self.policy)
+        except HttpFailure as exc:
+            raise GradingFailed(f"{self.name}: {exc.reason}") from None
+        if not isinstance(resp, dict) or not resp.get("choices"):
+            raise GradingFailed(f"{self.name}: {self.shown_url} answered without choices")
+        if resp.get("model"):
+            self.served_models.add(str(resp["model"]))
+        return resp
+
+    def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
+        from bon.http import bounded_map
+
+        def one(turn: Turn) -> str:
+            msg = (self._call(turn, **{self.max_tokens_param: int(max_new_tokens)})["choices"][0] or {}).get("message") or {}
+            content = msg.get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+            return str(content or "")
+
+        return bounded_map(one, list(turns), self.concurrency)
+
+    def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
+        from bon.http import bounded_map
+
+        def one(turn: Turn) -> dict[str, float]:
+            choice = self._call(turn, logprobs=True, top_logprobs=self.top_logprobs, **{self.max_tokens_param: 1})["choices"][0]
+            content = ((choice or {}).get("logprobs") or {}).get("content")
+            if not content:
+                raise NoLogprobs(f"{self.name}: {self.shown_url} returned no log-probabilities")
+            first = content[0] or {}
+            tops = first.get("top_logprobs") or [first]
+            probs = {w: 0.0 for w in words}
+            for t in tops:
+                token = str(t.get("token", "")).strip()
+                if token in probs and t.get("logprob") is not None:
+                    probs[token] += math.exp(float(t["logprob"]))
+            return probs
+
+        return bounded_map(one, list(turns), self.concurrency)
+
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:240] if text else type(exc).__name__
+
+
+# --- reading written answers ---------------------------------------------------------------------
+
+_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
+_SCORE_LIST = re.compile(r"""['"]?scores?['"]?\s*[:=]\s*\[([^\]]*)\]""", re.IGNORECASE)
+_SCORE_ONE = re.compile(r"""['"]?scores?['"]?\s*[:=]\s*['"]?(-?\d+(?:\.\d+)?)""", re.IGNORECASE)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def snippet(text: str, n: int = 80) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= n else flat[: n - 3] + "..."
+
+
+def parse_scores(text: str, count: int, lo: float = 0.0, hi: float = 10.0) -> list[float]:
+    """``count`` scores in [lo, hi] from an answer like ``{"score": [7, 9], "reasoning": "..."}``.
+
+    Accepts the JSON inside code fences or prose, single quotes, a bare ``score: [7, 9]`` fragment, and
+    for one score ``score: 7`` or a lone number on the last line. Raises :class:`GradingFailed` otherwise.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise GradingFailed("unparseable: empty answer")
+    found: list[float] | None = None
+    for m in _OBJECT.finditer(text):
+        obj = _lenient_object(m.group(0))
+        if isinstance(obj, dict):
+            value = next((obj[k] for k in obj if str(k).lower() in ("score", "scores")), None)
+            if value is not None:
+                found = _as_numbers(value)
+    if found is None:
+        m = _SCORE_LIST.search(text)
+        if m:
+            found = [float(x) for x in _NUMBER.findall(m.group(1))]
+    if found is None and count == 1:
+        m = _SCORE_ONE.search(text)
+        if m:
+            found = [float(m.group(1))]
+        else:
+            last = text.strip().splitlines()[-1].strip().rstrip(".")
+            if re.fullmatch(r"-?\d+(?:\.\d+)?(?:\s*/\s*10)?", last):
+                found = [float(_NUMBER.match(last).group(0))]
+    if not found:
+        raise GradingFailed(f"unparseable: no score in {snippet(text)!r}")
+    if len(found) < count:
+        raise GradingFailed(f"unparseable: {len(found)} score(s) where {count} were asked, in {snippet(text)!r}")
+    found = found[:count]
+    bad = [v for v in found if not lo <= v <= hi]
+    if bad:
+        raise GradingFailed(f"score {bad[0]:g} outside {lo:g}-{hi:g} in {snippet(text)!r}")
+    return found
+
+
+def parse_yes_no(text: str) -> bool:
+    """True for a yes answer, False for no; ``{"answer": "yes"}`` or a leading Yes/No word."""
+    if not isinstance(text, str) or not text.strip():
+        raise GradingFailed("unparseable: empty answer")
+    for m in _OBJECT.finditer(text):
+        obj = _lenient_object(m.group(0))
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if str(k).lower() in ("answer", "judge", "judgement", "judgment") and str(v).strip().lower() in ("yes", "no"):
+                    return str(v).strip().lower() == "yes"
+    words = re.findall(r"[a-z]+", text.lower())
+    first = words[0] if words else ""
+    if first in ("yes", "no"):
+        return first == "yes"
+    has_yes, has_no = "yes" in words, "no" in words
+    if has_yes != has_no:
+        return has_yes
+    raise GradingFailed(f"unparseable: no yes/no in {snippet(text)!r}")
+
+
+def _lenient_object(raw: str) -> Any:
+    for attempt in (raw, re.sub(r",\s*([}\]])", r"\1", raw)):
+        try:
+            return json.loads(attempt)
+        except ValueError:
+            pass
+        try:
+            return ast.literal_eval(attempt)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    return None
+
+
+def _as_numbers(value: Any) -> list[float] | None:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for v in items:
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            m = _NUMBER.search(str(v))
+            if not m:
+                return None
+            out.append(float(m.group(0)))
+    return out or None
+
+
+def image_parts(content: Any) -> list[Image.Image]:
+    """The content's images as PIL images (raises BonError for an unreadable one)."""
+    return [it.load() for it in content.images]
+
+
+def resize_to_area(image: Image.Image, area: int | None) -> Image.Image:
+    """Scale (up or down) to about ``area`` pixels, keeping the aspect ratio."""
+    if not area:
+        return image
+    ratio = image.width / image.height
+    w = max(1, int(round(math.sqrt(area * ratio))))
+    h = max(1, int(round(w / ratio)))
+    return image if (w, h) == image.size else image.resize((w, h), Image.Resampling.BICUBIC)

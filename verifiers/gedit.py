@@ -1,0 +1,155 @@
+"""``gedit``: instruction editing graded by a VLM the way GEdit-Bench scores edits (VIEScore-style).
+
+Two questions per candidate, each answered with two scores on GEdit-Bench's 0-10 scale:
+
+- semantic consistency (SC), shown the input image, the edited image and the instruction: how fully the
+  edit carries out the instruction, and how well everything else is left alone (over-editing);
+- perceptual quality (PQ), shown the edited image alone: naturalness, and freedom from artifacts.
+
+As in GEdit-Bench, ``SC = min(SC scores)``, ``PQ = min(PQ scores)`` and the overall ``O = sqrt(SC * PQ)``
+(0-10); the verifier's score is ``O / 10`` in [0, 1]. Images are resized to about ``image_area``
+pixels first (512 x 512, as GEdit-Bench's scorer does). The wording of the questions is bon's own.
+
+Modes:
+
+- ``generate`` (default): the grader writes ``{"reasoning": ..., "score": [a, b]}`` per question (2 calls);
+- ``logits``: four single-criterion questions, each answered by one digit 0-9; a criterion's score is
+  the probability-weighted mean digit rescaled to 0-10 (4 forward passes, no text parsing).
+
+Options: ``model`` / ``grader`` (see :mod:`verifiers._grader`), ``mode``, ``image_area`` (262144; null keeps
+sizes), ``max_new_tokens`` (256), and the local model settings (``dtype``, ``device``, ``batch_size``...).
+
+The input image is the prompt's first image, the instruction its text; the edit is the candidate's
+first image. No image, an unreadable answer or a failed call: a missing score with the reason.
+Details: ``sc``, ``pq``, ``overall`` (0-10), the per-criterion scores, the grader's answers, ``grader``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bon.content import Candidate, Prompt
+from bon.errors import BonError
+from bon.plugins import Score, Verifier
+from verifiers._grader import DIGITS, GradingFailed, digit_expectation, grader_from, parse_scores, resize_to_area, snippet
+
+MODES = ("generate", "logits")
+GRADER_OPTIONS = ("revision", "dtype", "device", "device_map", "attn_implementation", "batch_size", "max_image_pixels",
+                  "chat_template_kwargs", "base_url", "api_key_env", "max_image_side", "preflight", "timeout", "backend")
+
+SC_GENERATE = (
+    "You are checking an image edit. The first image is the original; the second is the result of editing it "
+    "with this instruction:\n\"{instruction}\"\n"
+    "Give two scores from 0 to 10:\n"
+    "1. How completely and correctly does the second image carry out the instruction? (0 = not at all, 10 = perfectly)\n"
+    "2. How well does the second image keep everything the instruction did not ask to change? "
+    "(0 = an unrelated or heavily altered image, 10 = nothing else changed)\n"
+    'Reply with JSON only: {{"reasoning": "<one short sentence>", "score": [<first>, <second>]}}'
+)
+PQ_GENERATE = (
+    "You are checking the visual quality of an AI-generated image, not what it shows.\n"
+    "Give two scores from 0 to 10:\n"
+    "1. Naturalness: does it look like a plausible photograph or artwork, with consistent lighting, perspective "
+    "and proportions? (0 = clearly unnatural, 10 = fully natural)\n"
+    "2. Artifacts: is it free of distortions, blur, noise, smeared textures and broken details? "
+    "(0 = heavily damaged, 10 = no artifacts)\n"
+    'Reply with JSON only: {"reasoning": "<one short sentence>", "score": [<naturalness>, <artifacts>]}'
+)
+SC_LOGITS = (
+    "The first image is the original; the second is the result of editing it with this instruction:\n"
+    "\"{instruction}\"\n{question}\nAnswer with one digit from 0 ({low}) to 9 ({high})."
+)
+SC_QUESTIONS = (
+    ("How completely and correctly does the second image carry out the instruction?", "not at all", "perfectly"),
+    ("How well does the second image keep everything the instruction did not ask to change?", "heavily altered",
+     "nothing else changed"),
+)
+PQ_LOGITS = "This is an AI-generated image.\n{question}\nAnswer with one digit from 0 ({low}) to 9 ({high})."
+PQ_QUESTIONS = (
+    ("How natural does it look (lighting, perspective, proportions)?", "clearly unnatural", "fully natural"),
+    ("How free is it of distortions, blur, noise and broken details?", "heavily damaged", "no artifacts"),
+)
+
+
+class GEditVerifier(Verifier):
+    plugin = "gedit"
+    version = 1
+
+    def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | None = None,
+                 mode: str = "generate", image_area: int | None = 512 * 512, max_new_tokens: int = 256,
+                 **grader_options: Any) -> None:
+        self.name = name or self.plugin
+        if mode not in MODES:
+            raise BonError(f"{self.name}: mode must be generate or logits, got {mode!r}")
+        unknown = sorted(set(grader_options) - set(GRADER_OPTIONS))
+        if unknown:
+            raise BonError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
+        self.grader = grader_from(model, grader, grader_options, self.name)
+        self.mode = mode
+        self.image_area = int(image_area) if image_area else None
+        self.max_new_tokens = int(max_new_tokens)
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name, "plugin": self.plugin, "version": self.version, "mode": self.mode,
+                "image_area": self.image_area, "grader": self.grader.identity()}
+
+    def score(self, prompt: Prompt, candidate: Candidate) -> Score:
+        instruction = prompt.content.text.strip()
+        if not prompt.content.images:
+            return Score(None, missing=f"{self.name}: the edit prompt has no input image")
+        if not candidate.content.images:
+            return Score(None, missing=f"{self.name}: the candidate has no image")
+        try:
+            source = resize_to_area(prompt.content.images[0].load(), self.image_area)
+            edited = resize_to_area(candidate.content.images[0].load(), self.image_area)
+        except BonError as exc:
+            return Score(None, missing=str(exc))
+        details: dict[str, Any] = {"mode": self.mode}
+        try:
+            if self.mode == "generate":
+                sc_scores, pq_scores = self._generate(instruction, source, edited, details)
+            else:
+                sc_scores, pq_scores = self._logits(instruction, source, edited, details)
+        except GradingFailed as exc:
+            details["grader"] = self.grader.identity()
+            return Score(None, details, missing=f"{self.name}: {exc}")
+        sc, pq = min(sc_scores), min(pq_scores)
+        overall = math.sqrt(sc * pq)
+        details.update({"sc": round(sc, 4), "pq": round(pq, 4), "overall": round(overall, 4),
+                        "sc_scores": [round(v, 4) for v in sc_scores], "pq_scores": [round(v, 4) for v in pq_scores],
+                        "grader": self.grader.identity()})
+        return Score(overall / 10.0, details)
+
+    def sc_turn(self, instruction: str, source: Any, edited: Any) -> list:
+        return [("image", source), ("image", edited), ("text", SC_GENERATE.format(instruction=instruction))]
+
+    def pq_turn(self, edited: Any) -> list:
+        return [("image", edited), ("text", PQ_GENERATE)]
+
+    def _generate(self, instruction: str, source: Any, edited: Any, details: dict) -> tuple[list[float], list[float]]:
+        answers = self.grader.answer([self.sc_turn(instruction, source, edited), self.pq_turn(edited)], self.max_new_tokens)
+        details["answers"] = {"sc": snippet(answers[0], 400), "pq": snippet(answers[1], 400)}
+        try:
+            sc = parse_scores(answers[0], 2)
+        except GradingFailed as exc:
+            raise GradingFailed(f"semantic-consistency answer {exc}") from None
+        try:
+            pq = parse_scores(answers[1], 2)
+        except GradingFailed as exc:
+            raise GradingFailed(f"perceptual-quality answer {exc}") from None
+        return sc, pq
+
+    def _logits(self, instruction: str, source: Any, edited: Any, details: dict) -> tuple[list[float], list[float]]:
+        turns = [[("image", source), ("image", edited),
+                  ("text", SC_LOGITS.format(instruction=instruction, question=q, low=lo, high=hi))] for q, lo, hi in SC_QUESTIONS]
+        turns += [[("image", edited), ("text", PQ_LOGITS.format(question=q, low=lo, high=hi))] for q, lo, hi in PQ_QUESTIONS]
+        probs = self.grader.next_word_probs(turns, DIGITS)
+        values = []
+        for p in probs:
+            e = digit_expectation(p)
+            if e is None:
+                raise GradingFailed("no probability on the digits 0-9")
+            values.append(10.0 * e / 9.0)
+        details["digit_mass"] = [round(sum(p.values()), 6) for p in probs]
+        return values[:2], values[2:]
