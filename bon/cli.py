@@ -106,6 +106,20 @@ def generate(generator_spec: str, suite: Path, n: int, out_dir: Path, batch_size
     out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
 
 
+@app.command()
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A study folder with candidates.")
+@click.option("--verifier", "verifier_spec", required=True, help="Registered verifier, e.g. emma or vqascore:MODEL.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Verifier option (YAML value), repeatable.")
+def verify(run_dir: Path, verifier_spec: str, options: tuple[str, ...]) -> None:
+    """Score every candidate of a study once (resumable); another verifier writes scores_<label>.jsonl."""
+    from verifiers.cli_support import verify_command
+
+    summary = verify_command(run_dir, verifier_spec, _parse_options(options))
+    out.print(", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, (dict, list))))
+    if summary.get("missing_reasons"):
+        out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
+
+
 def _study_judge_and_strategy(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...]):
     from bon import registry
     from bon.store import JudgmentStore

@@ -104,7 +104,9 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     results = results_table(picks, scores, accuracies, cfg.n)
-    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped)
+    provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
+                  "judges": {j.name: j.identity() for j in judges}}
+    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
@@ -212,7 +214,7 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
 
 
 def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict,
-            stopped: str | None = None) -> StudyOutcome:
+            stopped: str | None = None, provenance: dict | None = None) -> StudyOutcome:
     from analysis.correlation import correlation_table
     from analysis.full_report import build_report
     from analysis.plots import correlation_figure
@@ -230,6 +232,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "preference_pairs": pair_counts,
         "timings_s": timings,
         "stopped": stopped,
+        "identities": provenance or {},  # what each plugin was: model, revision, settings (the store's keys)
         "versions": library_versions(),
     }
     write_json(run.stats, stats)

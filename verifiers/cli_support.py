@@ -33,13 +33,6 @@ from bon.runfolder import RunFolder, write_json
 SECRET_HINTS = ("key", "token", "secret", "password")
 
 
-class _ScoresAt:
-    """What :func:`bon.stages.verify.verify` needs of a run folder: where its scores file is."""
-
-    def __init__(self, path: Path):
-        self.scores = path
-
-
 def verify_command(run_dir: Path, verifier_spec: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score every candidate of the study in ``run_dir`` with ``verifier_spec``; returns a summary."""
     from bon.config import parse_config
@@ -93,7 +86,7 @@ def verify_command(run_dir: Path, verifier_spec: str, options: dict[str, Any] | 
 
     before = {(r["generator"], r["prompt_id"], int(r["index"])) for _, r in read_jsonl(target)} if target.exists() else set()
     started = time.perf_counter()
-    scores = verify(_ScoresAt(target), verifier, prompt_map, candidates)
+    scores = verify(run, verifier, prompt_map, candidates, path=target)
     seconds = time.perf_counter() - started
     mine = [scores[c.key] for c in candidates if c.key in scores]
     missing = [r for r in mine if r.get("score") is None]

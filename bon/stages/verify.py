@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
 from bon.plugins import Score, Verifier
 from bon.progress import bar
@@ -11,12 +13,15 @@ ScoreKey = tuple[str, str, int]  # generator, prompt id, candidate index
 FLUSH_EVERY = 64
 
 
-def load_scores(run: RunFolder) -> dict[ScoreKey, dict]:
-    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(run.scores)}
+def load_scores(run: RunFolder, path: Path | None = None) -> dict[ScoreKey, dict]:
+    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path or run.scores)}
 
 
-def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candidates: list[Candidate]) -> dict[ScoreKey, dict]:
-    scores = load_scores(run)
+def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candidates: list[Candidate],
+           path: Path | None = None) -> dict[ScoreKey, dict]:
+    """Score every candidate not yet in ``path`` (default: the study's ``scores.jsonl``)."""
+    path = path or run.scores
+    scores = load_scores(run, path)
     todo = [c for c in candidates if c.key not in scores]
     pending: list[dict] = []
     with bar(f"verify ({verifier.name})", len(candidates)) as progress:
@@ -25,10 +30,10 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
             pending.append(_record(cand, _safe_score(verifier, prompts[cand.prompt_id], cand)))
             progress.advance()
             if len(pending) >= FLUSH_EVERY:
-                append_jsonl(run.scores, pending)
+                append_jsonl(path, pending)
                 pending = []
-        append_jsonl(run.scores, pending)
-    return load_scores(run)
+        append_jsonl(path, pending)
+    return load_scores(run, path)
 
 
 def _safe_score(verifier: Verifier, prompt: Prompt, cand: Candidate) -> Score:
