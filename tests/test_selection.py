@@ -151,3 +151,27 @@ def test_pointwise_argmax_caches_scores_and_has_a_pairwise_view(tmp_path, number
     ko = Referee(judge, store)
     [pick] = run_selection(Knockout(), ko, [(number_prompt, _cands([3, 9, 1, 4]))])
     assert pick.index == 1 and ko.stats.calls_made == 6
+
+
+def test_majority_vote_over_k_samples(tmp_path, number_prompt):
+    """With samples=3 a match asks 3 samples per order; the majority over all 6 decides."""
+    from bon.protocol import PairwiseJudge, Verdict
+
+    class FlakyOrder(PairwiseJudge):
+        name = "flaky"
+
+        def judge(self, comparisons):
+            # sample 0 is wrong, samples 1 and 2 right: one sample alone would pick the worse candidate
+            out = []
+            for c in comparisons:
+                right = "A" if float(c.a.text) > float(c.b.text) else "B"
+                wrong = "B" if right == "A" else "A"
+                out.append(Verdict(wrong if c.sample == 0 else right, 4 if (wrong if c.sample == 0 else right) == "A" else 3))
+            return out
+
+    one = Referee(FlakyOrder(), JudgmentStore(tmp_path / "one.sqlite"), samples=1)
+    [pick1] = run_selection(Knockout(), one, [(number_prompt, _cands([1, 2, 3, 4]))])
+    three = Referee(FlakyOrder(), JudgmentStore(tmp_path / "three.sqlite"), samples=3)
+    [pick3] = run_selection(Knockout(), three, [(number_prompt, _cands([1, 2, 3, 4]))])
+    assert pick1.index == 0 and pick3.index == 3
+    assert pick3.calls == 3 * 2 * 3 and {m.rule for m in pick3.matches} == {"majority"}
