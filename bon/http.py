@@ -16,7 +16,7 @@ call APIs and tests can point it at a local server. One place decides, for all o
   call, so it never sits in options, identity, provenance or files; text that may be stored or
   shown goes through :func:`redact`, URLs through :func:`safe_url`.
 - :func:`preflight` fails a dead endpoint or rejected key at construction, not after a long run.
-- :func:`image_data_url` sends images inline, downscaled.
+- :func:`image_data_url` sends images inline, downscaled; :func:`chat_content_parts` builds a chat turn's parts.
 
 Every wait goes through ``policy.sleep`` (or ``retry_async``'s ``sleep``) so tests can watch waits
 without spending them.
@@ -386,6 +386,26 @@ def image_data_url(image: Image.Image, max_side: int | None = None, fmt: str = "
     else:
         im.save(buf, format=fmt.upper(), quality=quality)
     return f"data:image/{fmt};base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def chat_parts(items: Iterable[Sequence[Any]], image_part: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat ``content`` parts from ``(kind, value)`` items in order: consecutive texts merged into one
+    ``{"type": "text"}`` part (joined by a newline), any other item the part ``image_part(value)``."""
+    parts: list[dict[str, Any]] = []
+    for kind, value in items:
+        if kind == "text":
+            if parts and parts[-1]["type"] == "text":
+                parts[-1]["text"] += "\n" + value
+            else:
+                parts.append({"type": "text", "text": value})
+        else:
+            parts.append(image_part(value))
+    return parts
+
+
+def chat_content_parts(items: Iterable[Sequence[Any]], data_url: Callable[[Any], str]) -> list[dict[str, Any]]:
+    """OpenAI chat ``content`` parts (:func:`chat_parts`), each image an ``image_url`` part whose URL is ``data_url(value)``."""
+    return chat_parts(items, lambda image: {"type": "image_url", "image_url": {"url": data_url(image)}})
 
 
 # --- secrets ----------------------------------------------------------------------------------

@@ -175,17 +175,23 @@ class FinishedStudy:
         return registry.create("judge", spec, **(options or {}))
 
 
-def load_study(run_dir) -> FinishedStudy:
+def read_study_config(run: RunFolder) -> StudyConfig:
+    """The study configuration saved in the run folder's ``config.yaml`` (its ``study`` section)."""
     from bon.config import parse_config
+
+    study = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}).get("study")
+    if not isinstance(study, dict):
+        raise BonError(f"{run.config}: no 'study' section")
+    return parse_config({k: v for k, v in study.items() if v is not None}, where=str(run.config))
+
+
+def load_study(run_dir) -> FinishedStudy:
     from bon.stages.generate import load_done
 
     run = RunFolder(run_dir)
     if not run.config.exists() or not run.prompts.exists():
         raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` or `bon demo` first")
-    study = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}).get("study")
-    if not isinstance(study, dict):
-        raise BonError(f"{run.config}: no 'study' section")
-    cfg = parse_config({k: v for k, v in study.items() if v is not None}, where=str(run.config))
+    cfg = read_study_config(run)
     prompts, _ = split(prepare_prompts(run, cfg))
     candidates = {}
     for g in cfg.generators:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from bon import http
+from bon.content import Content, ImageItem, TextItem
 from bon.errors import BonError
 from generators._common import (dtype_name, library_versions, model_location, one_line, quiet_loading, resolve_device,
                                 resolve_dtype, revision_of_folder, snapshot_revision)
@@ -54,6 +55,18 @@ def make_chat(spec: Any, where: str, default_backend: str = "transformers") -> C
         return LocalChat(where=where, vision=backend == "transformers-vlm", **spec)
     except TypeError as exc:
         raise BonError(f"{where}: bad {backend} options ({one_line(exc)})") from None
+
+
+def content_parts(content: Content) -> list[dict[str, Any]]:
+    """A prompt's items as chat content parts, in order: ``{"type": "text", "text": ...}`` and
+    ``{"type": "image", "image": PIL.Image}``."""
+    parts: list[dict[str, Any]] = []
+    for item in content:
+        if isinstance(item, TextItem):
+            parts.append({"type": "text", "text": item.text})
+        elif isinstance(item, ImageItem):
+            parts.append({"type": "image", "image": item.load()})
+    return parts
 
 
 def text_of(messages: list[dict[str, Any]], placeholder: bool = True) -> list[dict[str, str]]:

@@ -43,7 +43,7 @@ from bon.errors import BonError
 from bon.plugins import Generator
 from bon.seeds import derive_seed
 from generators._common import library_versions, number, positive_int
-from generators._llm import make_chat
+from generators._llm import content_parts, make_chat
 
 SYSTEM = (
     "You answer with text and pictures. Write the answer in plain prose and place each picture where it "
@@ -164,14 +164,8 @@ class InterleavedAgent(Generator):
                 "system": self.system}
 
     def messages(self, prompt: Prompt) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
-        for item in prompt.content:
-            if isinstance(item, TextItem):
-                parts.append({"type": "text", "text": item.text})
-            elif isinstance(item, ImageItem):
-                parts.append({"type": "image", "image": item.load()})
         return [{"role": "system", "content": [{"type": "text", "text": self.system}]},
-                {"role": "user", "content": parts}]
+                {"role": "user", "content": content_parts(prompt.content)}]
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         messages = self.messages(prompt)

@@ -27,11 +27,11 @@ import re
 from typing import Any, Sequence
 
 from bon import http
-from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
+from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Generator
 from generators._common import number, positive_int
-from generators._llm import make_chat
+from generators._llm import content_parts, make_chat
 
 ANSWER_LINE = re.compile(r"(?im)^[ \t>*_#-]*(?:final[ \t]+)?answer[ \t]*\**[ \t]*[:：][ \t]*(.+?)[ \t]*$")
 ANSWER_IS = re.compile(r"(?i)\bthe\s+(?:final\s+)?answer\s+is\s*[:：]?\s*([^\n]+?)\s*(?:\.\s*$|$|\n)")
@@ -71,12 +71,7 @@ class VlmAnswers(Generator):
                 "answer_pattern": self.pattern.pattern if self.pattern else None}
 
     def messages(self, prompt: Prompt) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
-        for item in prompt.content:
-            if isinstance(item, TextItem):
-                parts.append({"type": "text", "text": item.text})
-            elif isinstance(item, ImageItem):
-                parts.append({"type": "image", "image": item.load()})
+        parts = content_parts(prompt.content)
         if self.instruction:
             parts.append({"type": "text", "text": self.instruction})
         msgs = [{"role": "system", "content": [{"type": "text", "text": self.system}]}] if self.system else []

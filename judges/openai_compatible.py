@@ -47,7 +47,8 @@ from bon.content import ImageItem
 from bon.errors import BonError
 from bon.protocol import Comparison, PairwiseJudge, Verdict
 from bon.http import preflight as http_preflight
-from bon.http import Failure, GaveUp, RetryPolicy, image_data_url, redact, retry_async, safe_url, status_failure
+from bon.http import (Failure, GaveUp, RetryPolicy, chat_content_parts, image_data_url, redact, retry_async, safe_url,
+                      status_failure)
 
 OPENAI_URL = "https://api.openai.com/v1"
 TASKS = ("image", "edit", "interleaved", "reasoning")
@@ -161,16 +162,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         """The chat request for one comparison: one user turn of interleaved text and images."""
         tpl = self.templates[_scorer_task(c.prompt.task)]
         items = tpl.render(_raw(c.prompt.content), _raw(c.a), _raw(c.b))
-        parts: list[dict[str, Any]] = []
-        for kind, value in items:
-            if kind == "text":
-                if parts and parts[-1]["type"] == "text":
-                    parts[-1]["text"] += "\n" + value
-                else:
-                    parts.append({"type": "text", "text": value})
-            else:
-                parts.append({"type": "image_url", "image_url": {"url": self._data_url(value)}})
-        return [{"role": "user", "content": parts}]
+        return [{"role": "user", "content": chat_content_parts(items, self._data_url)}]
 
     def _data_url(self, item: ImageItem) -> str:
         key = (item.digest, self.max_image_side, self.image_format)

@@ -44,7 +44,7 @@ from bon.content import Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Score
 from bon.protocol import PointwiseJudge
-from judges.transformers_vlm import VlmBackend, _first_line, _import_hf, check_source, dtype_kwarg, fit_pixels, model_revision, resolve_device, resolve_dtype
+from judges.transformers_vlm import VlmBackend, _first_line, _import_hf, check_source, fit_pixels, load_config, load_model, model_revision, resolve_device, resolve_dtype
 
 ENTRY_POINT_GROUP = "bon.reward_models"
 
@@ -126,15 +126,12 @@ class ClipScoreJudge(_ImageScorer):
         self.revision = revision
         self.device = resolve_device(str(device), self.torch)
         self.dtype = resolve_dtype(str(dtype), self.device, self.torch)
-        from transformers import AutoConfig, AutoProcessor
+        from transformers import AutoProcessor
 
         check_source(self.model_id, self.name)
         check_source(self.processor_id, self.name)
         kw = {"revision": revision} if revision else {}
-        try:
-            self.config = AutoConfig.from_pretrained(self.model_id, **kw)
-        except (OSError, ValueError) as exc:
-            raise BonError(f"{self.name}: cannot read the model config of {self.model_id}: {_first_line(exc)}") from None
+        self.config = load_config(self.model_id, kw, self.name)
         if not _is_dual_encoder(self.config):
             raise BonError(f"{self.name}: {self.model_id} is a {self.config.model_type} model, not a CLIP-style dual encoder")
         try:
@@ -165,13 +162,7 @@ class ClipScoreJudge(_ImageScorer):
         if self._model is None:
             from transformers import AutoModel
 
-            kw: dict[str, Any] = {dtype_kwarg(self.transformers): self.dtype}
-            if self.revision:
-                kw["revision"] = self.revision
-            try:
-                model = AutoModel.from_pretrained(self.model_id, **kw)
-            except (OSError, ValueError) as exc:
-                raise BonError(f"{self.name}: cannot load {self.model_id}: {_first_line(exc)}") from None
+            model = load_model(AutoModel, self.model_id, self.name, self.transformers, self.dtype, self.revision)
             if not hasattr(model, "get_image_features") or not hasattr(model, "get_text_features"):
                 raise BonError(f"{self.name}: {self.model_id} ({type(model).__name__}) has no image/text features")
             self._model = model.to(self.device).eval()

@@ -37,6 +37,7 @@ from PIL import Image
 
 from bon.content import Content
 from bon.errors import BonError
+from bon.http import chat_parts
 from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin, seeded_coin
 
 TASKS = ("image", "edit", "interleaved", "reasoning")
@@ -115,6 +116,30 @@ def dtype_kwarg(transformers: Any) -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
+def load_config(model_id: str, kw: dict[str, Any], who: str) -> Any:
+    """``AutoConfig.from_pretrained(model_id, **kw)``; a one-line BonError if it cannot be read."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(model_id, **kw)
+    except (OSError, ValueError) as exc:
+        raise BonError(f"{who}: cannot read the model config of {model_id}: {_first_line(exc)}") from None
+
+
+def load_model(cls: Any, model_id: str, who: str, transformers: Any, dtype: Any, revision: str | None,
+               as_what: str = "", **extra: Any) -> Any:
+    """``cls.from_pretrained`` in ``dtype`` at ``revision`` (plus ``extra`` keyword arguments); a one-line
+    BonError naming the model (``as_what`` after it) if it cannot be loaded."""
+    kw: dict[str, Any] = {dtype_kwarg(transformers): dtype}
+    if revision:
+        kw["revision"] = revision
+    kw.update(extra)
+    try:
+        return cls.from_pretrained(model_id, **kw)
+    except (OSError, ValueError) as exc:
+        raise BonError(f"{who}: cannot load {model_id}{as_what}: {_first_line(exc)}") from None
+
+
 def check_source(model: str, who: str) -> None:
     path = Path(model).expanduser()
     looks_local = model.startswith((".", "/", "~")) or path.exists() or model.count("/") > 1
@@ -147,17 +172,14 @@ class VlmBackend:
         self.attn_implementation = attn_implementation
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         check_source(self.model_id, who)
-        from transformers import AutoConfig, AutoProcessor
+        from transformers import AutoProcessor
 
         folder = Path(self.model_id).expanduser()
         if folder.is_dir() and not any((folder / f).is_file() for f in PROCESSOR_FILES):
             raise BonError(f"{who}: {self.model_id} has no processor ({' or '.join(PROCESSOR_FILES)}); "
                            "save the model's processor beside it (processor.save_pretrained)")
         kw = {"revision": revision} if revision else {}
-        try:
-            self.config = AutoConfig.from_pretrained(self.model_id, **kw)
-        except (OSError, ValueError) as exc:
-            raise BonError(f"{who}: cannot read the model config of {self.model_id}: {_first_line(exc)}") from None
+        self.config = load_config(self.model_id, kw, who)
         try:
             self.processor = AutoProcessor.from_pretrained(self.model_id, **kw)
         except (OSError, ValueError, TypeError, KeyError) as exc:
@@ -183,17 +205,13 @@ class VlmBackend:
         if self._model is None:
             from transformers import AutoModelForImageTextToText
 
-            kw: dict[str, Any] = {dtype_kwarg(self.transformers): self.dtype}
-            if self.revision:
-                kw["revision"] = self.revision
+            extra: dict[str, Any] = {}
             if self.device_map is not None:
-                kw["device_map"] = self.device_map
+                extra["device_map"] = self.device_map
             if self.attn_implementation:
-                kw["attn_implementation"] = self.attn_implementation
-            try:
-                model = AutoModelForImageTextToText.from_pretrained(self.model_id, **kw)
-            except (OSError, ValueError) as exc:
-                raise BonError(f"{self.who}: cannot load {self.model_id} as an image-text-to-text model: {_first_line(exc)}") from None
+                extra["attn_implementation"] = self.attn_implementation
+            model = load_model(AutoModelForImageTextToText, self.model_id, self.who, self.transformers, self.dtype,
+                               self.revision, " as an image-text-to-text model", **extra)
             if self.device_map is None:
                 model = model.to(self.device)
             model.eval()
@@ -202,17 +220,13 @@ class VlmBackend:
 
     def render(self, parts: Sequence[Part], suffix: str = "") -> tuple[str, list[Image.Image]]:
         """Chat-template text of one user turn (plus ``suffix`` after the generation prompt) and its images."""
-        content: list[dict[str, Any]] = []
         images: list[Image.Image] = []
-        for kind, value in parts:
-            if kind == "text":
-                if content and content[-1]["type"] == "text":
-                    content[-1]["text"] += "\n" + value
-                else:
-                    content.append({"type": "text", "text": value})
-            else:
-                content.append({"type": "image"})
-                images.append(value)
+
+        def image_part(image: Image.Image) -> dict[str, Any]:
+            images.append(image)
+            return {"type": "image"}
+
+        content = chat_parts(parts, image_part)
         text = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
                                                   tokenize=False, **self.chat_template_kwargs)
         return text + suffix, images

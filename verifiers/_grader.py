@@ -254,17 +254,9 @@ class ApiGrader(Grader):
         return ident
 
     def messages(self, turn: Turn) -> list[dict[str, Any]]:
-        from bon.http import image_data_url
+        from bon.http import chat_content_parts, image_data_url
 
-        parts: list[dict[str, Any]] = []
-        for kind, value in turn:
-            if kind == "text":
-                if parts and parts[-1]["type"] == "text":
-                    parts[-1]["text"] += "\n" + value
-                else:
-                    parts.append({"type": "text", "text": value})
-            else:
-                parts.append({"type": "image_url", "image_url": {"url": image_data_url(value, self.max_image_side)}})
+        parts = chat_content_parts(turn, lambda image: image_data_url(image, self.max_image_side))
         return [{"role": "user", "content": parts}]
 
     def _call(self, turn: Turn, **extra: Any) -> dict[str, Any]:

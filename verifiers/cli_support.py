@@ -23,8 +23,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bon import registry
 from bon.content import Candidate, load_prompts, read_jsonl, slug
 from bon.errors import BonError
@@ -35,17 +33,14 @@ SECRET_HINTS = ("key", "token", "secret", "password")
 
 def verify_command(run_dir: Path, verifier_spec: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score every candidate of the study in ``run_dir`` with ``verifier_spec``; returns a summary."""
-    from bon.config import parse_config
     from bon.stages.generate import load_done
     from bon.stages.verify import verify
+    from bon.study import read_study_config
 
     run = RunFolder(Path(run_dir))
     if not run.config.exists() or not run.prompts.exists():
         raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` first")
-    study = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}).get("study")
-    if not isinstance(study, dict):
-        raise BonError(f"{run.config}: no 'study' section")
-    cfg = parse_config({k: v for k, v in study.items() if v is not None}, where=str(run.config))
+    cfg = read_study_config(run)
 
     options = dict(options or {})
     name, spec_options = registry.parse_spec(verifier_spec)
