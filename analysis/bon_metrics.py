@@ -194,19 +194,24 @@ def prompt_weights(seed: int, task: str, generator: str, n_prompts: int, bootstr
 # --- the metrics table ----------------------------------------------------------------------------
 
 
+def iter_settings(prompts: pd.DataFrame):
+    """Each (task, generator, strategy) of prompt-level rows, tasks in the paper's order, with its rows,
+    its judges (first-seen order) and its sorted prompt ids."""
+    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
+    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
+                  key=lambda k: (order[k[0]], k[1], k[2]))
+    for task, gen, strategy in keys:
+        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
+        yield task, gen, strategy, sub, list(dict.fromkeys(sub["judge"])), sorted(set(sub["prompt_id"]))
+
+
 def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
                 n: int | None = None) -> pd.DataFrame:
     """One row per (task, generator, judge, strategy) with point estimates and bootstrap intervals."""
     if prompts.empty:
         return pd.DataFrame(columns=METRIC_COLUMNS)
     rows = []
-    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
-    settings = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
-                      key=lambda k: (order[k[0]], k[1], k[2]))
-    for task, gen, strategy in settings:
-        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
-        judges = list(dict.fromkeys(sub["judge"]))
-        pids = sorted(set(sub["prompt_id"]))
+    for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
         w = prompt_weights(seed, task, gen, len(pids), bootstrap)
         mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
         bon_b = weighted_means(mats["pick_score"], w)

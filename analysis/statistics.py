@@ -57,7 +57,8 @@ import pandas as pd
 from scipy.stats import norm, rankdata
 
 from analysis import mmrb2
-from analysis.bon_metrics import (multinomial_weights, percentile_ci, setting_matrix, task_order, weighted_means)
+from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile_ci, setting_matrix, task_order,
+                                  weighted_means)
 from bon.content import slug
 from bon.errors import BonError
 from bon.seeds import derive_seed
@@ -556,13 +557,7 @@ class Setting:
 def settings_from_prompts(prompts: pd.DataFrame) -> list[Setting]:
     """Settings from :func:`analysis.bon_metrics.prompt_level` rows, tasks in the paper's order."""
     out = []
-    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
-    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
-                  key=lambda k: (order[k[0]], k[1], k[2]))
-    for task, gen, strategy in keys:
-        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
-        judges = list(dict.fromkeys(sub["judge"]))
-        pids = sorted(set(sub["prompt_id"]))
+    for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
         out.append(Setting(task, gen, strategy, judges, scores=setting_matrix(sub, "pick_score", judges, pids)))
     return out
 
