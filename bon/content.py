@@ -263,11 +263,12 @@ def slug(text: str) -> str:
 # --- JSONL ------------------------------------------------------------------------------------
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, record)``; a truncated last line (an interrupted append) is skipped."""
+def read_jsonl(path: Path, torn_tail_ok: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, record)``. A truncated last line (an interrupted append to a file bon
+    writes) is skipped; files a user hands in pass ``torn_tail_ok=False``, so it is an error there."""
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as fh:
+    with path.open(encoding="utf-8-sig") as fh:  # -sig: a leading byte-order mark is not data
         lines = fh.readlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -275,7 +276,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            if n == len(lines) and not line.endswith("\n"):
+            if torn_tail_ok and n == len(lines) and not line.endswith("\n"):
                 return  # torn write from a killed run; the unit is redone
             raise BonError(f"{path}:{n}: not valid JSON") from None
         if not isinstance(rec, dict):

@@ -94,11 +94,7 @@ def snapshot_revision(model: str, filename: str, revision: str | None) -> str | 
     except Exception:  # noqa: BLE001 - provenance is best effort
         return revision
     if isinstance(hit, str):
-        parts = Path(hit).parts
-        if "snapshots" in parts:
-            i = parts.index("snapshots")
-            if i + 1 < len(parts):
-                return parts[i + 1]
+        return revision_of_folder(hit) or revision
     return revision
 
 

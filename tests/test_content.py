@@ -61,3 +61,11 @@ def test_torn_last_line_is_skipped_and_repaired(tmp_path):
     assert [r for _, r in read_jsonl(path)] == [{"a": 1}]
     append_jsonl(path, [{"a": 3}])
     assert [r for _, r in read_jsonl(path)] == [{"a": 1}, {"a": 3}]
+
+
+def test_user_files_refuse_a_torn_last_line(tmp_path):
+    path = tmp_path / "suite.jsonl"
+    path.write_text('\ufeff{"a": 1}\n{"a": 2, "b"', encoding="utf-8")
+    assert [r for _, r in read_jsonl(path)] == [{"a": 1}]  # bon's own files: an interrupted append
+    with pytest.raises(BonError, match="suite.jsonl:2: not valid JSON"):
+        list(read_jsonl(path, torn_tail_ok=False))

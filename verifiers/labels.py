@@ -27,7 +27,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bon.content import Candidate, Prompt
+from bon.content import Candidate, Prompt, read_jsonl
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
 
@@ -115,22 +115,15 @@ class LabelsVerifier(Verifier):
 
     def _rows(self):
         suffix = self.path.suffix.lower()
+        if suffix == ".jsonl":
+            for n, rec in read_jsonl(self.path, torn_tail_ok=False):
+                yield f"{self.path}:{n}", rec
+            return
         text = self.path.read_text(encoding="utf-8-sig")
         if suffix in (".csv", ".tsv"):
             reader = csv.DictReader(text.splitlines(), delimiter="\t" if suffix == ".tsv" else ",")
             for n, row in enumerate(reader, 2):
                 yield f"{self.path}:{n}", row
-        elif suffix == ".jsonl":
-            for n, line in enumerate(text.splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    raise BonError(f"{self.path}:{n}: not valid JSON") from None
-                if not isinstance(rec, dict):
-                    raise BonError(f"{self.path}:{n}: expected a JSON object")
-                yield f"{self.path}:{n}", rec
         elif suffix == ".json":
             try:
                 data = json.loads(text)

@@ -27,14 +27,13 @@ JSONL file itself.
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
 from PIL import Image
 
-from bon.content import Content, Prompt, TextItem
+from bon.content import Content, Prompt, TextItem, read_jsonl
 from bon.errors import BonError
 from generators.suites import LazyImage, first_line, open_image_file, resolve_image_path, select, unique_ids
 
@@ -204,17 +203,7 @@ def _download(repo: str, revision: str | None) -> Path:
 
 
 def _read(jsonl: Path) -> list[dict[str, Any]]:
-    rows = []
-    for n, line in enumerate(jsonl.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise BonError(f"{jsonl}:{n}: not valid JSON") from None
-        if not isinstance(rec, dict):
-            raise BonError(f"{jsonl}:{n}: expected a JSON object")
-        rows.append(rec)
+    rows = [rec for _, rec in read_jsonl(jsonl, torn_tail_ok=False)]
     if not rows:
         raise BonError(f"{jsonl}: no queries")
     return rows

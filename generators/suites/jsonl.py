@@ -22,11 +22,10 @@ Options: ``path`` (required), ``task`` (default task), ``categories``, ``limit``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from bon.content import TASKS, Content, ImageItem, Prompt, TextItem
+from bon.content import TASKS, Content, ImageItem, Prompt, TextItem, read_jsonl
 from bon.errors import BonError
 from generators.suites import LazyImage, open_image_file, resolve_image_path, select
 
@@ -45,16 +44,8 @@ def build_suite(path: str | None = None, task: str | None = None, categories: An
         raise BonError(f"{NAME}: task must be one of {', '.join(TASKS)}, got {task!r}")
     prompts: list[Prompt] = []
     seen: set[str] = set()
-    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, rec in read_jsonl(file, torn_tail_ok=False):
         where = f"{file}:{n}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise BonError(f"{where}: not valid JSON") from None
-        if not isinstance(rec, dict):
-            raise BonError(f"{where}: expected a JSON object")
         p = parse_line(rec, file.parent, task, where)
         if p.id in seen:
             raise BonError(f"{where}: id {p.id} appears twice")

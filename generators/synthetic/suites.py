@@ -129,12 +129,17 @@ def make_t2i(rng: np.random.Generator, category: str) -> dict[str, Any]:
 # --- edit -------------------------------------------------------------------------------------
 
 
-def make_edit(rng: np.random.Generator, category: str) -> dict[str, Any]:
+def first_valid(attempt: Callable[[], dict[str, Any] | None], what: str) -> dict[str, Any]:
+    """Draw specs until one is valid; the seeded rng makes the number of draws reproducible."""
     for _ in range(MAX_TRIES):
-        spec = try_edit(rng, category)
+        spec = attempt()
         if spec is not None:
             return spec
-    raise RuntimeError(f"could not build an edit of kind {category}")
+    raise RuntimeError(f"could not build {what}")
+
+
+def make_edit(rng: np.random.Generator, category: str) -> dict[str, Any]:
+    return first_valid(lambda: try_edit(rng, category), f"an edit of kind {category}")
 
 
 def try_edit(rng: np.random.Generator, op: str) -> dict[str, Any] | None:
@@ -197,11 +202,7 @@ def fit_relative(rng: np.random.Generator, scene: S.Scene, kind: tuple[str, str]
 
 def make_interleaved(rng: np.random.Generator, category: str) -> dict[str, Any]:
     n_steps = int(category.split("-")[1])
-    for _ in range(MAX_TRIES):
-        spec = try_interleaved(rng, n_steps)
-        if spec is not None:
-            return spec
-    raise RuntimeError("could not build an interleaved prompt")
+    return first_valid(lambda: try_interleaved(rng, n_steps), "an interleaved prompt")
 
 
 def try_interleaved(rng: np.random.Generator, n_steps: int) -> dict[str, Any] | None:
@@ -259,11 +260,7 @@ def next_step(rng: np.random.Generator, scene: S.Scene) -> tuple[dict[str, Any],
 
 
 def make_reasoning(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    for _ in range(MAX_TRIES):
-        spec = try_reasoning(rng, category)
-        if spec is not None:
-            return spec
-    raise RuntimeError(f"could not build a {category} question")
+    return first_valid(lambda: try_reasoning(rng, category), f"a {category} question")
 
 
 def try_reasoning(rng: np.random.Generator, kind: str) -> dict[str, Any] | None:
