@@ -1,0 +1,5 @@
+import sys
+
+from bon.cli import main
+
+sys.exit(main())
