@@ -127,7 +127,7 @@ def task_pair_ids(bench_dir: Path) -> dict[Task, set[str]]:
     """The pair ids of every task file present in a benchmark folder."""
     ids = {t: {p.id for p in load_pairs(find_task_file(bench_dir, t))} for t in TASKS if has_task_file(bench_dir, t)}
     if not ids:
-        raise BonError(f"{bench_dir}: no MMRB2 task files (t2i/edit/interleaved/reasoning *.json)")
+        raise BonError(f"{bench_dir}: no MMRB2 task files ({', '.join(t.file for t in TASKS)} or *_response_only.json)")
     return ids
 
 
