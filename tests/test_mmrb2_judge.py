@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 from PIL import Image
 
 from bon.cli import main
