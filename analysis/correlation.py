@@ -16,8 +16,8 @@ import pandas as pd
 from scipy import stats
 
 from bon.errors import BonError
+from bon.tasks import TASK_NAMES as TASK_ORDER
 
-TASK_ORDER = ("t2i", "edit", "interleaved", "reasoning")
 CORRELATION_COLUMNS = ["task", "generator", "n_judges", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"]
 NEEDED_COLUMNS = ("task", "generator", "judge", "mmrb2_accuracy", "bon_score")
 

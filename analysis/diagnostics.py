@@ -3,7 +3,7 @@
 One MMRB2 accuracy number hides the failure modes the paper analyses: weaker accuracy on pairs from
 the same generator, position bias, a pull towards responses that contain images, little gain from
 sampling a judge several times. ``diagnose`` breaks accuracy down along each of those lines with the
-official scorer's semantics (:func:`analysis.mmrb2.accuracy` on subsets of pairs), and adds the
+official scorer's semantics (:func:`bon.mmrb2.accuracy` on subsets of pairs), and adds the
 benchmark-only facts needed to read them: human agreement, same-model pair counts, generator win
 rates. Every rate comes with the counts it was computed from. It runs on the response-only release.
 """
@@ -17,9 +17,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from analysis.mmrb2 import FLIP, TASK_FILES, Pair, accuracy, find_task_file, load_judgments, load_pairs, overall, scorer_task
 from analysis.report import _write_atomic
 from bon.errors import BonError
+from bon.mmrb2 import FLIP, Pair, accuracy, find_task_file, has_task_file, load_judgments, load_pairs, overall
+from bon.tasks import TASKS, scorer_task
 
 # Generation tasks: a 1-6 rating votes A at 5-6, B at 1-2, and abstains at 3-4 (the uncertain middle).
 RATING_VOTE = {1: "B", 2: "B", 5: "A", 6: "A"}
@@ -48,9 +49,8 @@ def diagnose(bench_dir: Path, predictions: Mapping[str, Sequence[Path] | Path] |
     excluded = {s.lower() for s in exclude_sources}
     matched: set[str] = set()
     tasks: dict[str, Any] = {}
-    for task in TASK_FILES:
-        stem = Path(TASK_FILES[task]).stem
-        if task not in preds and not any(bench_dir.glob(f"{stem}*.json")):
+    for task in (t.scorer for t in TASKS):
+        if task not in preds and not has_task_file(bench_dir, task):
             continue
         path = find_task_file(bench_dir, task)
         pairs = load_pairs(path)

@@ -15,9 +15,9 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.mmrb2 import SCORER_TO_BON
 from analysis.plots import COLOURS, TASK_TITLES
 from analysis.report import DASH, markdown_table
+from bon.tasks import bon_task, is_task
 
 MAX_GROUPS = 15  # rows per breakdown table before the smallest groups are folded into one
 FIGURES = {"benchmark": "benchmark.png", "win_rates": "win_rates.png", "by_source": "accuracy_by_source.png",
@@ -25,7 +25,7 @@ FIGURES = {"benchmark": "benchmark.png", "win_rates": "win_rates.png", "by_sourc
 
 
 def title(task: str) -> str:
-    return TASK_TITLES.get(SCORER_TO_BON.get(task, task), task)
+    return TASK_TITLES.get(bon_task(task), task) if is_task(task) else task
 
 
 def rate(num: int, den: int) -> str:

@@ -262,11 +262,11 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
     if need - set(scores.columns):
         raise BonError(f"{scores_csv}: lacks column(s) {', '.join(sorted(need - set(scores.columns)))} "
                        "(expected task, generator, judge, bon_score[, random_score, oracle_score])")
-    from analysis.mmrb2 import BON_TO_SCORER, SCORER_TO_BON
+    from bon.tasks import bon_task, is_task
 
     scores = scores.copy()
-    scores["task"] = [SCORER_TO_BON.get(str(t), str(t)) for t in scores["task"]]
-    bad = sorted(set(scores["task"]) - set(BON_TO_SCORER))
+    scores["task"] = [bon_task(t) if is_task(str(t)) else str(t) for t in scores["task"]]
+    bad = sorted(t for t in set(scores["task"]) if not is_task(t))
     if bad:
         raise BonError(f"{scores_csv}: unknown task(s) {', '.join(bad)} (use t2i, edit, interleaved, reasoning)")
     axis = accuracy_axis(accuracies)

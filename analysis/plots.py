@@ -27,8 +27,8 @@ from matplotlib.transforms import Bbox
 
 from analysis.correlation import TASK_ORDER, correlate
 from bon.errors import BonError
+from bon.tasks import TASK_TITLES
 
-TASK_TITLES = {"t2i": "Text-to-image", "edit": "Image editing", "interleaved": "Interleaved", "reasoning": "Reasoning"}
 PLOT_COLUMNS = ("task", "generator", "judge", "mmrb2_accuracy", "bon_score", "random_score", "oracle_score")
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")

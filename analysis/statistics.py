@@ -56,12 +56,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm, rankdata
 
-from analysis import mmrb2
 from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile_ci, setting_matrix, task_order,
                                   weighted_means)
+from bon import mmrb2
 from bon.content import slug
 from bon.errors import BonError
 from bon.seeds import derive_seed
+from bon.tasks import TASK_NAMES, TASKS, bon_task, is_task
 
 STATS = ("pearson", "spearman", "kendall")
 POINT = {"pearson": "pearson_r", "spearman": "spearman_rho", "kendall": "kendall_tau"}
@@ -273,7 +274,7 @@ def pair_outcomes(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str
             if not isinstance(entry, Mapping):
                 continue
             for direction, flip in (("forward", False), ("reverse", True)):
-                answer = mmrb2._first(entry.get(direction))
+                answer = mmrb2.first_judgement(entry.get(direction))
                 if answer is None:
                     continue
                 counted[j, q] += 1
@@ -361,7 +362,7 @@ def _exclusions(exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | N
         exclude_sources = {"*": exclude_sources}
     out: dict[str, set[str]] = {}
     for task, sources in exclude_sources.items():
-        key = "*" if task == "*" else mmrb2.SCORER_TO_BON[mmrb2.scorer_task(task)]
+        key = "*" if task == "*" else bon_task(task)
         out.setdefault(key, set()).update(s.lower() for s in ([sources] if isinstance(sources, str) else sources))
     return out
 
@@ -390,8 +391,7 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
     excl = _exclusions(exclude_sources)
     outcomes: dict[str, PairOutcomes] = {}
     excluded: dict[str, list[str]] = {}
-    for scorer, file in mmrb2.TASK_FILES.items():
-        task = mmrb2.SCORER_TO_BON[scorer]
+    for task, file in ((t.name, t.file) for t in TASKS):
         if not (root / file).exists():
             continue
         pairs, dropped = _keep(mmrb2.load_pairs(root / file), task, excl, str(root / file))
@@ -420,7 +420,7 @@ def benchmark_judge_axis(bench_dir: Path, predictions: Mapping[str, Mapping[str,
     by_task: dict[str, dict[str, Path]] = {}
     for judge, files in predictions.items():
         for task, path in files.items():
-            by_task.setdefault(mmrb2.SCORER_TO_BON[mmrb2.scorer_task(task)], {})[judge] = Path(path)
+            by_task.setdefault(bon_task(task), {})[judge] = Path(path)
     outcomes, excluded = {}, {}
     for task in task_order(by_task):
         file = mmrb2.find_task_file(bench_dir, task)
@@ -437,13 +437,13 @@ def json_judge_axis(files: Mapping[str, Path]) -> JudgeAxis:
     """
     rows = []
     for judge, path in files.items():
-        raw = mmrb2._read_json(Path(path))
+        raw = mmrb2.read_json(Path(path))
         tasks = raw.get("tasks") if isinstance(raw, dict) else None
         if not isinstance(tasks, dict):
             raise BonError(f"{path}: expected the JSON of `bon mmrb2 accuracy --json` (a \"tasks\" object)")
         for scorer, r in tasks.items():
-            rows.append({"judge": judge, "task": mmrb2.SCORER_TO_BON[mmrb2.scorer_task(scorer)],
-                         "accuracy": float(r["accuracy"]), "n_pairs": int(r.get("evaluated_pairs", 0)),
+            rows.append({"judge": judge, "task": bon_task(scorer),
+                         "accuracy": np.nan if r["accuracy"] is None else float(r["accuracy"]), "n_pairs": int(r.get("evaluated_pairs", 0)),
                          "n_judgements": int(r.get("judgements", 0)), "source": str(path)})
     return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs",
                                                                    "n_judgements", "source"]))
@@ -465,7 +465,7 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
 def published_judge_axis(path: Path | None = None) -> JudgeAxis:
     """Accuracies as published in the MMRB2 paper (binomial over the stated pair counts)."""
     table = load_published(path)
-    table = table[table.task.isin(list(mmrb2.BON_TO_SCORER))].copy()
+    table = table[table.task.isin(list(TASK_NAMES))].copy()
     if "n_pairs" not in table.columns:
         table["n_pairs"] = np.nan
     table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
@@ -494,7 +494,7 @@ def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: 
             table["n_pairs"] = np.nan
         table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
         table["source"] = table["source"] if "source" in table.columns else str(path)
-        table["task"] = [mmrb2.SCORER_TO_BON.get(t, t) for t in table["task"]]
+        table["task"] = [bon_task(t) if is_task(t) else t for t in table["task"]]
         return JudgeAxis(f"accuracies from {path.name}", table[["judge", "task", "accuracy", "n_pairs", "n_judgements",
                                                                  "source"]])
     raise BonError(f"{spec}: accuracies must be 'run', 'published', a CSV (judge, task, accuracy[, n_pairs]) "

@@ -18,7 +18,7 @@ from PIL import Image
 
 from bon.errors import BonError
 
-TASKS = ("t2i", "edit", "interleaved", "reasoning")
+from bon.tasks import TASK_NAMES as TASKS  # re-exported: the one task list lives in bon/tasks.py
 
 
 @dataclass(eq=False)

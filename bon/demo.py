@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bon.config import StudyConfig, parse_config
+from bon.tasks import TASK_NAMES
 
 DEMO_JUDGES = [
     "scene-full", "scene-lowres", "colour-hist", "ocr", "quality",
@@ -21,7 +22,7 @@ def demo_raw(out: Path = Path("runs/demo"), prompts: int = 40, n: int = 8, seed:
         "out": str(out),
         "seed": seed,
         "n": n,
-        "tasks": ["t2i", "edit", "interleaved", "reasoning"],
+        "tasks": list(TASK_NAMES),
         "suite": {"name": "synthetic", "per_task": prompts},
         "preference": {"prompts_per_task": prompts, "pairs_per_prompt": 4, "margin": 0.25, "annotators": 3},
         "generators": [

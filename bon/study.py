@@ -16,8 +16,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from analysis import mmrb2
-from bon import registry
+from bon import mmrb2, registry
 from bon.config import StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
@@ -33,6 +32,7 @@ from bon.stages.prompts import prepare_prompts, split
 from bon.stages.select import select
 from bon.stages.verify import load_scores, verify
 from bon.store import JudgmentStore
+from bon.tasks import parse_task
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
 FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
@@ -210,7 +210,7 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     detail: dict[str, Any] = {}
     for task in tasks:
         judgments = judge_pairs(run.mmrb2, task, referee)
-        task_file = mmrb2.TASK_FILES[mmrb2.scorer_task(task)]
+        task_file = parse_task(task).file
         mmrb2.write_judgments(run.judgment_file(referee.judge.name, task_file), judgments)
         pairs = mmrb2.load_pairs(run.mmrb2 / task_file)
         result = mmrb2.accuracy(pairs, judgments)

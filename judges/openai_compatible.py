@@ -51,7 +51,7 @@ from bon.http import (Failure, GaveUp, RetryPolicy, chat_content_parts, image_da
                       status_failure)
 
 OPENAI_URL = "https://api.openai.com/v1"
-TASKS = ("image", "edit", "interleaved", "reasoning")
+from bon.tasks import SCORER_NAMES as TASKS  # noqa: E402  (rubric per scorer task)
 
 
 class OpenAICompatibleJudge(PairwiseJudge):
@@ -320,7 +320,7 @@ def _raw(content: Any) -> list[list[Any]]:
 
 
 def _scorer_task(task: str) -> str:
-    from analysis.mmrb2 import scorer_task
+    from bon.tasks import scorer_task
 
     return scorer_task(task)
 

@@ -40,7 +40,7 @@ from bon.errors import BonError
 from bon.http import chat_parts
 from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin, seeded_coin
 
-TASKS = ("image", "edit", "interleaved", "reasoning")
+from bon.tasks import SCORER_NAMES as TASKS  # noqa: E402  (rubric per scorer task)
 DEFAULT_PREFIX = '{"better_response": "'
 MODES = ("generate", "logits")
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
@@ -487,7 +487,7 @@ def _raw(content: Content) -> list[list[Any]]:
 
 
 def _scorer_task(task: str) -> str:
-    from analysis.mmrb2 import scorer_task
+    from bon.tasks import scorer_task
 
     return scorer_task(task)
 

@@ -16,9 +16,9 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from analysis import mmrb2
+from bon import mmrb2
+from bon.tasks import parse_task
 
-TASK_FILE = {"t2i": "t2i.json", "edit": "edit.json", "interleaved": "interleaved.json", "reasoning": "reasoning.json"}
 
 
 def make_run(root: Path, qualities: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95), prompts: int = 6, n: int = 4,
@@ -69,7 +69,7 @@ def make_run(root: Path, qualities: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 
                               "response_a": {"model_name": "m1", "response_content": [["text", "a"]]},
                               "response_b": {"model_name": "m2", "response_content": [["text", "b"]]},
                               "chosen": "A" if rng.random() < 0.5 else "B", "human_annotations": None})
-        mmrb2.write_pairs(bench / TASK_FILE[task], pair_list)
+        mmrb2.write_pairs(bench / parse_task(task).file, pair_list)
         for judge, q in zip(judges, qualities):
             data = {}
             for pr in pair_list:
@@ -80,7 +80,7 @@ def make_run(root: Path, qualities: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 
                 rev = rev_truth if rng.random() < q else mmrb2.FLIP[rev_truth]
                 data[pr["id"]] = {"forward": [{"judgement": fwd, "evaluator": judge}],
                                   "reverse": [{"judgement": rev, "evaluator": judge}]}
-            mmrb2.write_judgments(bench / "judgments" / judge / TASK_FILE[task], data)
+            mmrb2.write_judgments(bench / "judgments" / judge / parse_task(task).file, data)
     calls = len(tasks) * len(generators) * prompts * 2 * (n - 1)
     stats = {"judges": {j: {"calls_made": calls, "calls_cached": 0, "cost_usd": cost_usd * calls,
                             "judge_seconds": 0.01 * (k + 1) * calls,

@@ -81,17 +81,17 @@ def test_accuracy_command_prints_and_writes_json(tmp_path, capsys):
     assert data["tasks"]["image"]["correct"] == 1 and data["tasks"]["image"]["judgements"] == 2
 
 
-def test_report_command_infers_task_from_ids(tmp_path, capsys):
+def test_diagnose_command_infers_task_from_ids(tmp_path, capsys):
     bench = _bench(tmp_path, PAIR)
     pred = tmp_path / "judge.json"
     pred.write_text(json.dumps({"p1": {"forward": [{"judgement": "A", "evaluator": "j"}], "reverse": [{"judgement": "B", "evaluator": "j"}]}}))
-    assert main(["mmrb2", "report", "--bench-dir", str(bench), "--predictions", str(pred), "--json", str(tmp_path / "d.json"), "--out", str(tmp_path / "rep")]) == 0
+    assert main(["mmrb2", "diagnose", "--bench-dir", str(bench), "--predictions", str(pred), "--json", str(tmp_path / "d.json"), "--out", str(tmp_path / "rep")]) == 0
     data = json.loads((tmp_path / "d.json").read_text())
     assert data["tasks"]["image"]["judges"]["j"]["accuracy"]["correct"] == 2
     assert (tmp_path / "rep" / "report.md").exists()
     stray = tmp_path / "stray.json"
     stray.write_text(json.dumps({"zzz": {"forward": [{"judgement": "A"}]}}))
-    err = _one_line_error(capsys, ["mmrb2", "report", "--bench-dir", str(bench), "--predictions", str(stray)])
+    err = _one_line_error(capsys, ["mmrb2", "diagnose", "--bench-dir", str(bench), "--predictions", str(stray)])
     assert "none of its pair ids" in err
 
 

@@ -44,7 +44,7 @@ def test_oracle_bounds_every_judge_and_random_sits_near_random_pick(demo_run):
 
 
 def test_mmrb2_folder_is_in_the_official_layout(demo_run):
-    from analysis.mmrb2 import load_judgments, load_pairs
+    from bon.mmrb2 import load_judgments, load_pairs
 
     bench = demo_run / "mmrb2"
     files = sorted(p.name for p in bench.glob("*.json"))

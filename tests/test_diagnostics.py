@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from analysis.diagnostics import diagnose, majority_voting, write_diagnostics
-from analysis.mmrb2 import accuracy, load_judgments, load_pairs
+from bon.mmrb2 import accuracy, load_judgments, load_pairs
 from bon.errors import BonError
 
 IMG = [["image", "x.png"]]

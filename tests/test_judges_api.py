@@ -166,7 +166,7 @@ def test_cli_judges_with_retries_garbage_and_failures_and_never_writes_the_key(s
     bench = build_bench(tmp_path / "bench", n_pairs=len(cases), texts=[f"a red square case:{c} please" for c in cases])
     out = tmp_path / "run" / "api_t2i.json"
     argv = ["mmrb2", "judge", "--judge", "openai-compatible:judge-model", "--bench-dir", str(bench), "--task", "t2i",
-            "--out", str(out)] + [f"--option={k}={v}" for k, v in fast_options(server, concurrency=8).items()]
+            "--out-file", str(out)] + [f"--judge-option={k}={v}" for k, v in fast_options(server, concurrency=8).items()]
     started = time.perf_counter()
     assert main(argv) == 0, capsys.readouterr().err
     assert time.perf_counter() - started < 20
@@ -285,7 +285,7 @@ def test_refused_connection_is_a_one_line_error_at_construction(monkeypatch, tmp
     assert time.perf_counter() - started < 3 and "\n" not in str(info.value) and KEY not in str(info.value)
     bench = build_bench(tmp_path / "bench", n_pairs=1)
     rc = main(["mmrb2", "judge", "--judge", "openai-compatible:m", "--bench-dir", str(bench), "--task", "t2i",
-               "--out", str(tmp_path / "o.json"), "--option", f"base_url={url}", "--option", f"api_key_env={KEY_ENV}"])
+               "--out-file", str(tmp_path / "o.json"), "--judge-option", f"base_url={url}", "--judge-option", f"api_key_env={KEY_ENV}"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "refused the connection" in err and "\n" not in err
     assert not (tmp_path / "o.json").exists() and not (tmp_path / "judgments.sqlite").exists()
@@ -300,8 +300,8 @@ def test_missing_key_variable_is_a_one_line_error_before_any_request(monkeypatch
     monkeypatch.delenv("BON_NO_SUCH_KEY", raising=False)
     bench = build_bench(tmp_path / "bench", n_pairs=1)
     rc = main(["mmrb2", "judge", "--judge", "openai-compatible:gpt-5", "--bench-dir", str(bench), "--task", "t2i",
-               "--out", str(tmp_path / "o.json"), "--option", "api_key_env=BON_NO_SUCH_KEY",
-               "--option", f"base_url={refused_url()}"])
+               "--out-file", str(tmp_path / "o.json"), "--judge-option", "api_key_env=BON_NO_SUCH_KEY",
+               "--judge-option", f"base_url={refused_url()}"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "BON_NO_SUCH_KEY is not set" in err and "\n" not in err
     # a server without keys: api_key_env null

@@ -60,7 +60,7 @@ def test_logits_mode_through_cli_then_free_from_store(llava, tmp_path, capsys):
     bench = build_bench(tmp_path / "bench", n_pairs=4)
     out = tmp_path / "out" / "vlm_t2i.json"
     argv = ["mmrb2", "judge", "--judge", f"transformers-vlm:{llava}", "--bench-dir", str(bench), "--task", "image",
-            "--out", str(out), "--option", "mode=logits", "--option", "batch_size=8"]
+            "--out-file", str(out), "--judge-option", "mode=logits", "--judge-option", "batch_size=8"]
     assert main(argv) == 0
     data = json.loads(out.read_text())
     assert list(data) == [f"pair{i}" for i in range(4)]
@@ -80,7 +80,7 @@ def test_generate_mode_through_cli_records_unreadable_answers_as_missing(llava, 
     bench = build_bench(tmp_path / "bench", n_pairs=2)
     out = tmp_path / "gen.json"
     assert main(["mmrb2", "judge", "--judge", f"transformers-vlm:{llava}", "--bench-dir", str(bench), "--task", "t2i",
-                 "--out", str(out), "--option", "max_new_tokens=6"]) == 0
+                 "--out-file", str(out), "--judge-option", "max_new_tokens=6"]) == 0
     data = json.loads(out.read_text())
     entries = [e for pair in data.values() for d in ("forward", "reverse") for e in pair[d]]
     assert len(entries) == 4
@@ -169,11 +169,11 @@ def test_folder_without_processor_is_a_one_line_error_before_work(tmp_path, caps
     bench = build_bench(tmp_path / "bench", n_pairs=1)
     out = tmp_path / "o.json"
     capsys.readouterr()
-    rc = main(["mmrb2", "judge", "--judge", f"transformers-vlm:{folder}", "--bench-dir", str(bench), "--task", "t2i", "--out", str(out)])
+    rc = main(["mmrb2", "judge", "--judge", f"transformers-vlm:{folder}", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(out)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "processor" in err and str(folder) in err and "\n" not in err
     assert not out.exists()
-    rc = main(["mmrb2", "judge", "--judge", f"transformers-vlm:{tmp_path / 'nowhere'}", "--bench-dir", str(bench), "--task", "t2i", "--out", str(out)])
+    rc = main(["mmrb2", "judge", "--judge", f"transformers-vlm:{tmp_path / 'nowhere'}", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(out)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "not found" in err and "\n" not in err
 

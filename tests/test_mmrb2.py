@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.mmrb2 import (
-    TASK_FILES,
+from bon.mmrb2 import (
     Pair,
     accuracy,
     evaluate,
@@ -18,11 +17,11 @@ from analysis.mmrb2 import (
     load_judgments,
     load_pairs,
     overall,
-    scorer_task,
     write_judgments,
     write_pairs,
 )
 from bon.errors import BonError
+from bon.tasks import SCORER_NAMES, TASKS, scorer_task
 
 
 def pair(pid: str, chosen: str = "A", img_a: str = "images/a.png", **extra) -> dict:
@@ -86,7 +85,7 @@ def test_find_task_file(tmp_path: Path) -> None:
         find_task_file(tmp_path, "reasoning")
     with pytest.raises(BonError, match="unknown MMRB2 task"):
         scorer_task("video")
-    assert list(TASK_FILES) == ["image", "edit", "interleaved", "reasoning"]
+    assert SCORER_NAMES == ("image", "edit", "interleaved", "reasoning")
 
 
 BAD_PAIRS = {
@@ -227,8 +226,7 @@ def test_official_sample_judgements_reproduce_readme_numbers() -> None:
     folder = shared_mmrb2()
     if folder is None:
         pytest.skip("shared/mmrb2 reference files not present")
-    samples = {"image": "sample_task1_image.json", "edit": "sample_task2_edit.json",
-               "interleaved": "sample_task3_interleaved.json", "reasoning": "sample_task4_reasoning.json"}
+    samples = {t.scorer: t.sample_file for t in TASKS}
     r = evaluate(folder, {task: folder / name for task, name in samples.items()})
     got = {t: round(r[t]["accuracy"], 2) for t in samples}
     # Per-task and overall figures printed in the official MMRB2 README for these sample files.

@@ -1,34 +1,155 @@
-"""`bon mmrb2 fetch`: hub rows become the official layout; offline, one line says what to do."""
+"""`bon mmrb2 fetch`: hub rows become the official layout exactly as MMRB2's own converter
+(benchmark/build_from_hf.py) builds it: images in placeholder order whatever their number, saved
+losslessly as PNG; `--from` reads a local copy; offline, one line says what to do."""
 
 import json
 
+import numpy as np
 import pytest
 from PIL import Image
 
-from analysis.mmrb2 import load_pairs
-from analysis.mmrb2_fetch import row_to_pair
 from bon.cli import main
+from bon.mmrb2 import load_pairs
+from bon.mmrb2.fetch import row_to_pair, split_content
+
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "white": (255, 255, 255)}
+
+
+def img(colour: str) -> Image.Image:
+    return Image.new("RGB", (6, 4), COLOURS[colour])
+
+
+def colour_at(path) -> str:
+    pixel = Image.open(path).convert("RGB").getpixel((0, 0))
+    return next(name for name, rgb in COLOURS.items() if rgb == pixel)
+
+
+def placed(items, root) -> list:
+    """Content with each image replaced by the colour of the file it points to."""
+    return [[k, colour_at(root / v) if k == "image" else v] for k, v in items]
+
+
+@pytest.mark.parametrize("text", [
+    "Put <image_0> left of <image_1>.",  # 0-based
+    "Put <image_1> left of <image_2>.",  # 1-based (the official release's own numbering varies)
+    "Put <image_2> left of <image_1>.",  # out of order: N is ignored, order of appearance counts
+    "Put <image_7> left of <image_7>.",  # repeated
+])
+def test_placeholders_take_images_in_order_of_appearance(tmp_path, text):
+    items = split_content(text, [img("red"), img("blue")], tmp_path, "input_images", "p_prompt")
+    assert items == [["text", "Put"], ["image", "input_images/p_prompt_0.png"], ["text", "left of"],
+                     ["image", "input_images/p_prompt_1.png"], ["text", "."]]
+    assert placed(items, tmp_path) == [["text", "Put"], ["image", "red"], ["text", "left of"], ["image", "blue"], ["text", "."]]
+
+
+def test_unplaced_images_follow_the_official_rules(tmp_path):
+    # no placeholder at all: every image is appended after the text
+    assert placed(split_content("Two views.", [img("red"), img("blue")], tmp_path, "images", "a"), tmp_path) == [
+        ["text", "Two views."], ["image", "red"], ["image", "blue"]]
+    # no text: images only
+    assert placed(split_content("", [img("green")], tmp_path, "images", "b"), tmp_path) == [["image", "green"]]
+    # more images than placeholders: the extra ones are left out; more placeholders than images: dropped
+    assert placed(split_content("<image_1> x", [img("red"), img("blue")], tmp_path, "images", "c"), tmp_path) == [
+        ["image", "red"], ["text", "x"]]
+    assert placed(split_content("<image_1> x <image_2>", [img("red")], tmp_path, "images", "d"), tmp_path) == [
+        ["image", "red"], ["text", "x"]]
+
+
+def test_images_are_saved_losslessly_as_png(tmp_path):
+    noise = np.random.default_rng(0).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    items = split_content("<image_1>", [Image.fromarray(noise)], tmp_path, "images", "n")
+    saved = Image.open(tmp_path / items[0][1])
+    assert saved.format == "PNG" and np.array_equal(np.asarray(saved), noise)  # JPEG would change pixels
+
+
+def hub_row(pid: str, chosen: str = "a") -> dict:
+    """A row in the hub's schema, placeholders numbered from 1 as in a 1-based release."""
+    return {
+        "pair_id": pid, "prompt_source": "src", "prompt_text": "Replace <image_1> by <image_2>.",
+        "prompt_images": [img("red"), img("green")],
+        "response_a_text": "Step one <image_1> step two <image_2>", "response_a_images": [img("blue"), img("white")],
+        "response_b_text": "", "response_b_images": [img("red")],
+        "response_a_model": "m1", "response_b_model": "m2", "chosen": chosen,
+        "human_annotations": "[6, 5, 6]", "prompt_metadata": '{"category": "swap"}',
+    }
 
 
 def test_row_becomes_official_pair_with_images_in_place(tmp_path):
-    (tmp_path / "images").mkdir()
-    (tmp_path / "input_images").mkdir()
-    red, blue = Image.new("RGB", (8, 8), "red"), Image.new("RGB", (8, 8), "blue")
-    row = {
-        "pair_id": "src_1/x", "prompt_source": "src", "prompt_text": "<image_0> Make it blue.",
-        "prompt_images": [red], "response_a_text": "Step 1 <image_0> done", "response_a_images": [blue],
-        "response_b_text": "", "response_b_images": [red], "response_a_model": "m1", "response_b_model": "m2",
-        "chosen": "a", "human_annotations": "[6, 5, 6]", "prompt_metadata": '{"category": "recolour"}',
-    }
-    pair = row_to_pair(row, tmp_path)
-    assert pair["prompt_content"] == [["image", "src_1_x_prompt_0.jpg"], ["text", "Make it blue."]]
-    assert pair["response_a"]["response_content"] == [["text", "Step 1"], ["image", "src_1_x_a_0.jpg"], ["text", "done"]]
-    assert pair["response_b"]["response_content"] == [["image", "src_1_x_b_0.jpg"]]
+    pair = row_to_pair(hub_row("src_1"), tmp_path)
+    assert pair["prompt_content"] == [["text", "Replace"], ["image", "input_images/src_1_prompt_0.png"], ["text", "by"],
+                                      ["image", "input_images/src_1_prompt_1.png"], ["text", "."]]
+    assert placed(pair["prompt_content"], tmp_path)[1::2] == [["image", "red"], ["image", "green"]]
+    assert placed(pair["response_a"]["response_content"], tmp_path) == [
+        ["text", "Step one"], ["image", "blue"], ["text", "step two"], ["image", "white"]]
+    assert pair["response_b"]["response_content"] == [["image", "images/src_1_b_0.png"]]
     assert pair["chosen"] == "A" and pair["human_annotations"] == [6, 5, 6]
-    assert pair["prompt_metadata"] == {"category": "recolour"}
-    assert (tmp_path / "input_images" / "src_1_x_prompt_0.jpg").exists()
-    (tmp_path / "t2i.json").write_text(json.dumps({"pairs": [pair]}))
-    assert load_pairs(tmp_path / "t2i.json")[0].chosen == "A"
+    assert pair["prompt_metadata"] == {"category": "swap"}
+
+
+def hub_dataset(rows):
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({
+        **{k: datasets.Value("string") for k in ("pair_id", "prompt_source", "prompt_text", "response_a_text",
+                                                  "response_b_text", "response_a_model", "response_b_model", "chosen",
+                                                  "human_annotations", "prompt_metadata")},
+        **{k: datasets.Sequence(datasets.Image()) for k in ("prompt_images", "response_a_images", "response_b_images")},
+    })
+    return datasets.Dataset.from_dict({k: [r[k] for r in rows] for k in features}, features=features)
+
+
+OFFICIAL_T2I = {  # what benchmark/build_from_hf.py writes for hub_row("t2i_1") and its images' colours
+    "prompt_content": [["text", "Replace"], ["image", "red"], ["text", "by"], ["image", "green"], ["text", "."]],
+    "response_a": [["text", "Step one"], ["image", "blue"], ["text", "step two"], ["image", "white"]],
+    "response_b": [["image", "red"]],
+}
+
+
+@pytest.mark.parametrize("layout", ["save_to_disk per config", "save_to_disk of all configs", "parquet folders",
+                                    "parquet files"])
+def test_fetch_from_local_copy_then_accuracy(tmp_path, layout, capsys):
+    datasets = pytest.importorskip("datasets")
+    copy = tmp_path / "hub"
+    rows = {"t2i": [hub_row("t2i_1"), hub_row("t2i_2", "b")], "edit": [hub_row("edit_1")]}
+    if layout == "save_to_disk of all configs":
+        datasets.DatasetDict({config: hub_dataset(r) for config, r in rows.items()}).save_to_disk(str(copy))
+    for config, config_rows in rows.items():
+        data = hub_dataset(config_rows)
+        if layout == "save_to_disk per config":
+            datasets.DatasetDict({"test": data}).save_to_disk(str(copy / config))
+        elif layout == "parquet folders":
+            (copy / config).mkdir(parents=True)
+            data.to_parquet(str(copy / config / "test-00000-of-00001.parquet"))
+        elif layout == "parquet files":
+            (copy / "data").mkdir(parents=True, exist_ok=True)
+            data.to_parquet(str(copy / "data" / f"{config}-00000-of-00001.parquet"))
+    bench = tmp_path / "bench"
+    assert main(["mmrb2", "fetch", "--from", str(copy), "--out", str(bench), "--task", "image", "--task", "edit"]) == 0
+    assert "t2i: 2 pairs, edit: 1 pairs" in capsys.readouterr().out
+    raw = json.loads((bench / "t2i.json").read_text())["pairs"][0]
+    assert raw["prompt_content"][1] == ["image", "input_images/t2i_1_prompt_0.png"]
+    assert raw["response_a"]["response_content"][1] == ["image", "images/t2i_1_a_0.png"]
+    assert placed(raw["prompt_content"], bench) == OFFICIAL_T2I["prompt_content"]
+    assert placed(raw["response_a"]["response_content"], bench) == OFFICIAL_T2I["response_a"]
+    assert placed(raw["response_b"]["response_content"], bench) == OFFICIAL_T2I["response_b"]
+    assert [p.chosen for p in load_pairs(bench / "t2i.json")] == ["A", "B"]
+    assert all(Image.open(p).format == "PNG" for p in (bench / "images").iterdir())
+
+    preds = tmp_path / "judge.json"
+    answer = {"forward": [{"judgement": "A"}], "reverse": [{"judgement": "B"}]}
+    preds.write_text(json.dumps({"t2i_1": answer, "t2i_2": answer}))
+    assert main(["mmrb2", "accuracy", "--bench-dir", str(bench), "--predictions", str(preds)]) == 0
+    assert "50.00%" in capsys.readouterr().out  # t2i_1 right twice, t2i_2 wrong twice
+
+
+def test_fetch_from_missing_copy_is_one_line_and_writes_nothing(tmp_path, capsys):
+    assert main(["mmrb2", "fetch", "--from", str(tmp_path / "nowhere"), "--out", str(tmp_path / "mm")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nowhere" in err
+    assert not (tmp_path / "mm").exists()
+    (tmp_path / "empty").mkdir()
+    assert main(["mmrb2", "fetch", "--from", str(tmp_path / "empty"), "--out", str(tmp_path / "mm"), "--task", "t2i"]) == 2
+    assert "no copy of config 't2i'" in capsys.readouterr().err
+    assert not (tmp_path / "mm").exists()
 
 
 def test_offline_fetch_is_one_line(tmp_path, monkeypatch, capsys):
@@ -40,4 +161,4 @@ def test_offline_fetch_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     assert main(["mmrb2", "fetch", "--out", str(tmp_path / "mm")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "rl-research/multimodal-rewardbench-2" in err and "--out DIR" in err
+    assert "\n" not in err and "rl-research/multimodal-rewardbench-2" in err and "--from PATH" in err

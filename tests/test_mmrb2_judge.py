@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 from PIL import Image
 
 from bon.cli import main
@@ -32,13 +31,13 @@ def _bench(tmp_path, n_pairs=10):
 def test_judge_writes_official_file_and_rerun_is_free(tmp_path, capsys):
     bench = _bench(tmp_path)
     out = tmp_path / "out" / "random_t2i.json"
-    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "image", "--out", str(out), "--samples", "2"]) == 0
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "image", "--out-file", str(out), "--samples", "2"]) == 0
     data = json.loads(out.read_text())
     assert list(data) == [f"pair{i}" for i in range(10)]
     assert all(len(e["forward"]) == 2 and len(e["reverse"]) == 2 for e in data.values())
     assert {e["forward"][0]["judgement"] for e in data.values()} <= {"A", "B"}
     assert "calls made 40" in capsys.readouterr().out
-    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "image", "--out", str(out), "--samples", "2"]) == 0
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "image", "--out-file", str(out), "--samples", "2"]) == 0
     assert "calls made 0" in capsys.readouterr().out
     assert json.loads(out.read_text()) == data
 
@@ -46,7 +45,7 @@ def test_judge_writes_official_file_and_rerun_is_free(tmp_path, capsys):
 def test_killed_run_resumes_to_the_same_file(tmp_path, monkeypatch, capsys):
     bench = _bench(tmp_path)
     whole = tmp_path / "whole" / "j.json"
-    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(whole)]) == 0
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(whole)]) == 0
 
     monkeypatch.setattr(judge_bench, "CHUNK", 4)  # two pairs per batch
     real = RandomJudge.judge
@@ -60,11 +59,11 @@ def test_killed_run_resumes_to_the_same_file(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(RandomJudge, "judge", dies_midway)
     part = tmp_path / "part" / "j.json"
-    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(part)]) == 130
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(part)]) == 130
     assert len(json.loads(part.read_text())) == 4  # two batches were saved, atomically
     monkeypatch.setattr(RandomJudge, "judge", real)
     capsys.readouterr()
-    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(part)]) == 0
+    assert main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(part)]) == 0
     assert "calls made 12" in capsys.readouterr().out  # only the 6 pairs not yet judged, both orders
     assert part.read_text() == whole.read_text()
 
@@ -72,7 +71,7 @@ def test_killed_run_resumes_to_the_same_file(tmp_path, monkeypatch, capsys):
 def test_missing_image_in_bench_is_a_one_line_error(tmp_path, capsys):
     bench = _bench(tmp_path, n_pairs=2)
     (bench / "images" / "1_b.png").unlink()
-    rc = main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(tmp_path / "o.json")])
+    rc = main(["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(tmp_path / "o.json")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "1_b.png: image file not found" in err and "\n" not in err
 
@@ -89,7 +88,7 @@ def test_transient_failures_are_asked_again_on_rerun(tmp_path, monkeypatch, caps
                 for c, v in zip(comps, real(self, comps))]
 
     monkeypatch.setattr(RandomJudge, "judge", rate_limited)
-    args = ["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out", str(out)]
+    args = ["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(out)]
     assert main(args) == 0
     first = json.loads(out.read_text())
     assert first["pair2"]["forward"][0] == {"judgement": "", "evaluator": "random", "metadata": {"missing": "HTTP 429", "transient": True}}

@@ -109,7 +109,7 @@ def test_clipscore_pairwise_in_knockout_and_mmrb2_judge(clip, tmp_path, capsys):
     store.close()
     bench = build_bench(tmp_path / "bench", n_pairs=3)
     out = tmp_path / "clip_t2i.json"
-    assert main(["mmrb2", "judge", "--judge", f"clipscore:{clip}", "--bench-dir", str(bench), "--task", "image", "--out", str(out)]) == 0
+    assert main(["mmrb2", "judge", "--judge", f"clipscore:{clip}", "--bench-dir", str(bench), "--task", "image", "--out-file", str(out)]) == 0
     assert "calls made 6" in capsys.readouterr().out
 
 

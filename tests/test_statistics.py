@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import mmrb2
+from bon import mmrb2
 from analysis.bon_metrics import load_prompt_level
 from analysis.statistics import (CI_COLUMNS, JudgeAxis, Setting, bc_interval, benchmark_judge_axis, correlation_intervals,
                                  kendall,

@@ -1,68 +1,99 @@
-"""The MMRB2 benchmark commands: fetch, judge, accuracy, report."""
+"""The MMRB2 benchmark commands: fetch, judge, accuracy, diagnose."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import click
 
 from bon.cli import _parse_options, mmrb2_app, out
 from bon.errors import BonError
+from bon.tasks import SPELLINGS, TASKS, Task, parse_task
+
+PREDICTIONS_HELP = "Judgment file(s), as FILE (its task found from its pair ids) or TASK=FILE; repeat the option or list them."
 
 
 @mmrb2_app.command("accuracy")
 @click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Folder with t2i.json ... (or *_response_only.json).")
-@click.option("--task", required=True, help="image, edit, interleaved, reasoning or all.")
-@click.option("--predictions", type=click.Path(path_type=Path), required=True, multiple=True,
-              help="Judgment file(s): one per task, in official order for --task all. Repeat the option or list them.")
+@click.option("--task", default=None, help=f"{SPELLINGS}, or all: the task(s) the files must cover (default: whichever their ids belong to).")
+@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, help=PREDICTIONS_HELP)
 @click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Also write the numbers as JSON.")
-def mmrb2_accuracy(bench_dir: Path, task: str, predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], json_out: Optional[Path]) -> None:
-    """Score official-format judgment files with the official scorer's semantics."""
-    from analysis import mmrb2
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Also write the numbers as JSON (missing numbers are null).")
+def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path, ...], more_predictions: tuple[Path, ...],
+                   json_out: Optional[Path]) -> None:
+    """Score official-format judgment files with the official scorer's semantics, one file per task, in any order."""
+    from bon import mmrb2
 
-    predictions = list(predictions) + list(more_predictions)
-    tasks = list(mmrb2.TASK_FILES) if task == "all" else [mmrb2.scorer_task(task)]
-    if len(predictions) != len(tasks):
-        raise BonError(f"--task {task} needs {len(tasks)} prediction file(s) ({', '.join(tasks)}), got {len(predictions)}")
-    result = mmrb2.evaluate(bench_dir, dict(zip(tasks, predictions)))
-    for name in tasks:
+    wanted = None if task in (None, "all") else parse_task(task)
+    items = list(predictions) + list(more_predictions)
+    if not items:
+        raise BonError("mmrb2 accuracy: no judgment file given (--predictions FILE ...)")
+    by_task = mmrb2.one_file_per_task(mmrb2.assign_predictions(bench_dir, items))
+    _check_coverage(by_task, wanted, task == "all")
+    result = mmrb2.evaluate(bench_dir, {t.scorer: path for t, path in by_task.items()})
+    if not result["overall"]["judgements"]:
+        raise BonError(f"{', '.join(str(p) for p in by_task.values())}: no judged pair (no answered judgement for any "
+                       f"pair id in {bench_dir}); nothing to score")
+    names = [t.scorer for t in by_task]
+    for name in names:
         r = result[name]
         unknown = f"  unknown ids {r['unknown_ids']} (ignored)" if r.get("unknown_ids") else ""
-        out.print(f"{name:<12} accuracy {r['accuracy']:6.2f}%  total {r['total_pairs']}  evaluated {r['evaluated_pairs']}  "
-                  f"missing {r['missing_pairs']}  ({r['correct']}/{r['judgements']} judgements){unknown}")
-    if len(tasks) > 1:
+        out.print(f"{name:<12} accuracy {_percent(r['accuracy'])}  total {r['total_pairs']}  evaluated {r['evaluated_pairs']}  "
+                  f"missing {r['missing_pairs']}  ({r['correct']}/{r['judgements']} judgements)  {by_task[parse_task(name)]}{unknown}")
+    if len(names) > 1:
         o = result["overall"]
-        out.print(f"{'overall':<12} accuracy {o['accuracy']:6.2f}%  ({o['correct']}/{o['judgements']} judgements, micro-averaged)")
+        out.print(f"{'overall':<12} accuracy {_percent(o['accuracy'])}  ({o['correct']}/{o['judgements']} judgements, micro-averaged)")
     if json_out:
         from bon.runfolder import write_json
 
-        write_json(json_out, {"tasks": {t: result[t] for t in tasks}, "overall": result["overall"]})
+        write_json(json_out, {"tasks": {n: _null_missing(result[n]) for n in names}, "overall": _null_missing(result["overall"])})
+
+
+def _check_coverage(by_task: Mapping[Task, Path], wanted: Task | None, every_task: bool) -> None:
+    """``--task T``: every file holds task T's pairs; ``--task all``: one file per task."""
+    if wanted is not None:
+        for task, path in by_task.items():
+            if task != wanted:
+                raise BonError(f"{path}: its pair ids belong to task {task.name} ({task.scorer}), not --task {wanted.scorer}")
+    if every_task:
+        missing = [t.name for t in TASKS if t not in by_task]
+        if missing:
+            raise BonError(f"--task all: no judgment file for {', '.join(missing)} "
+                           f"(the files given hold {', '.join(t.name for t in by_task) or 'no task'})")
+
+
+def _percent(value: float | None) -> str:
+    return "     -" if value is None or math.isnan(value) else f"{value:6.2f}%"
+
+
+def _null_missing(numbers: Mapping[str, Any]) -> dict[str, Any]:
+    """Strict JSON: an accuracy over nothing is ``null``, never NaN."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in numbers.items()}
 
 
 @mmrb2_app.command("judge")
 @click.option("--judge", "judge_spec", required=True, help="Registered judge, e.g. scene-full or transformers-vlm:MODEL.")
 @click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
-@click.option("--task", required=True, help="image (or t2i), edit, interleaved or reasoning.")
-@click.option("--out", "out_file", type=click.Path(path_type=Path), required=True, help="Official-format judgment file (resumed if present).")
+@click.option("--task", required=True, help=SPELLINGS + ".")
+@click.option("--out-file", "out_file", type=click.Path(path_type=Path), required=True, help="Official-format judgment file (resumed if present).")
 @click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per direction.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first M pairs.")
 @click.option("--store", "store_path", type=click.Path(path_type=Path), default=None,
-              help="Judgment store (default: judgments.sqlite beside --out).")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Judge option (YAML value), repeatable.")
+              help="Judgment store (default: judgments.sqlite beside --out-file).")
+@click.option("--judge-option", "options", multiple=True, metavar="KEY=VALUE", help="Judge option (YAML value), repeatable.")
 @click.option("--official-prompts", type=click.Path(path_type=Path), default=None,
               help="A local MMRB2 checkout: MLLM judges use its official rubric text instead of bon's own.")
 def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, samples: int, limit: Optional[int],
                 store_path: Optional[Path], options: tuple[str, ...], official_prompts: Optional[Path]) -> None:
     """Ask a judge every pair in both orders; write an official judgment file as it goes (resumable)."""
-    from analysis import mmrb2
-    from bon import registry
+    from bon import mmrb2, registry
     from bon.referee import Referee
     from bon.stages.judge_bench import judge_pairs
     from bon.store import JudgmentStore
 
-    task = mmrb2.scorer_task(task)
+    task = parse_task(task)
     mmrb2.find_task_file(bench_dir, task)  # fail before loading any model
     judge_options = _parse_options(options)
     if official_prompts is not None:
@@ -84,60 +115,38 @@ def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, sam
 
 @mmrb2_app.command("fetch")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder to write.")
-@click.option("--task", "tasks", multiple=True, type=click.Choice(["t2i", "edit", "interleaved", "reasoning"]),
-              help="Only these tasks (default: all four).")
-def mmrb2_fetch(out_dir: Path, tasks: tuple[str, ...]) -> None:
-    """Download the MMRB2 release from the Hugging Face hub into the official folder layout."""
-    from analysis.mmrb2_fetch import fetch
+@click.option("--task", "tasks", multiple=True, help=f"Only these tasks ({SPELLINGS}; repeatable; default: all four).")
+@click.option("--from", "source", type=click.Path(path_type=Path), default=None,
+              help="A local copy of the hub dataset (save_to_disk folders or Parquet files) instead of the hub.")
+def mmrb2_fetch(out_dir: Path, tasks: tuple[str, ...], source: Optional[Path]) -> None:
+    """The MMRB2 release from the Hugging Face hub (or a local copy of it) in the official folder layout."""
+    from bon.mmrb2.fetch import fetch
 
-    counts = fetch(out_dir, tasks or ("t2i", "edit", "interleaved", "reasoning"))
+    wanted = [parse_task(t) for t in tasks] or list(TASKS)
+    counts = fetch(out_dir, [t.name for t in wanted], source=source)
     out.print(", ".join(f"{t}: {k} pairs" for t, k in counts.items()) + f" -> {out_dir}")
 
 
-@mmrb2_app.command("report")
+@mmrb2_app.command("diagnose")
 @click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
-@click.option("--predictions", type=click.Path(path_type=Path), multiple=True,
-              help="Judgment file(s), as FILE (task found from its pair ids) or TASK=FILE; repeatable.")
+@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, help=PREDICTIONS_HELP + " Several judges per task allowed.")
 @click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--exclude-source", "exclude", multiple=True, help="Drop pairs of this prompt_source (repeatable).")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write every number as JSON.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for report.md and plots.")
-def mmrb2_report(bench_dir: Path, predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], exclude: tuple[str, ...],
-                 json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+def mmrb2_diagnose(bench_dir: Path, predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], exclude: tuple[str, ...],
+                   json_out: Optional[Path], out_dir: Optional[Path]) -> None:
     """Diagnostics: accuracy by source and category, same-model pairs, position and image bias,
     K-sample voting, human agreement and generator win rates."""
     from analysis.diagnostics import diagnose, write_diagnostics
+    from bon import mmrb2
 
     by_task: dict[str, list[Path]] = {}
-    for item in list(predictions) + list(more_predictions):
-        task, path = _prediction_task(bench_dir, str(item))
-        by_task.setdefault(task, []).append(path)
+    for task, path in mmrb2.assign_predictions(bench_dir, list(predictions) + list(more_predictions)):
+        by_task.setdefault(task.scorer, []).append(path)
     result = diagnose(bench_dir, by_task, exclude_sources=exclude)
     write_diagnostics(result, out_dir, json_out)
     for task, t in result["tasks"].items():
         out.print(f"{task:<12} pairs {t.get('pairs', '?')}  " + "  ".join(
-            f"{name} {j['accuracy']['accuracy']:.2f}%" for name, j in t.get("judges", {}).items()))
+            f"{name} {_percent(j['accuracy']['accuracy']).strip()}" for name, j in t.get("judges", {}).items()))
     out.print(f"report: {out_dir / 'report.md' if out_dir else '-'}  json: {json_out or '-'}")
-
-
-def _prediction_task(bench_dir: Path, item: str) -> tuple[str, Path]:
-    """``TASK=FILE``, or a plain FILE whose task is the one sharing the most pair ids with it."""
-    from analysis import mmrb2
-
-    task, sep, file = item.partition("=")
-    if sep and task in (*mmrb2.TASK_FILES, *mmrb2.BON_TO_SCORER):
-        return mmrb2.scorer_task(task), Path(file)
-    path = Path(item)
-    ids = set(mmrb2.load_judgments(path))
-    overlap = {}
-    for name in mmrb2.TASK_FILES:
-        try:
-            overlap[name] = len(ids & {p.id for p in mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, name))})
-        except BonError:
-            continue
-    best = max(overlap, key=overlap.get, default=None)
-    if best is None or overlap[best] == 0:
-        raise BonError(f"{path}: none of its pair ids is in {bench_dir}; pass it as TASK=FILE")
-    return best, path
-
-

@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from analysis.mmrb2 import SCORER_TO_BON, Pair, find_task_file, load_pairs, scorer_task
 from bon.content import Content, Prompt
 from bon.errors import BonError
+from bon.mmrb2 import Pair, find_task_file, load_pairs
 from bon.progress import bar
 from bon.protocol import Comparison, Verdict
 from bon.referee import Referee
+from bon.tasks import parse_task
 
 CHUNK = 256  # comparisons per referee batch: progress and crash-safety granularity
 
@@ -71,17 +72,17 @@ def judge_pairs(
     Pairs complete in ``done`` (an earlier, interrupted run's file) are kept as they are; ``save`` is
     called with everything so far after each batch, so a killed run loses at most one batch.
     """
-    task = scorer_task(task)
+    task = parse_task(task)
     pairs = load_pairs(find_task_file(bench_dir, task))[:limit]
     samples = referee.samples
     out: dict[str, dict] = {p.id: done[p.id] for p in pairs if done and is_complete(done.get(p.id), samples)}
     todo = [p for p in pairs if p.id not in out]
-    with bar(f"mmrb2 {task} ({referee.judge.name})", len(pairs)) as progress:
+    with bar(f"mmrb2 {task.scorer} ({referee.judge.name})", len(pairs)) as progress:
         progress.advance(len(out))
         per_chunk = max(1, CHUNK // (2 * samples))
         for start in range(0, len(todo), per_chunk):
             chunk = todo[start : start + per_chunk]
-            comps = [c for p in chunk for c in pair_comparisons(p, SCORER_TO_BON[task], bench_dir, samples)]
+            comps = [c for p in chunk for c in pair_comparisons(p, task.name, bench_dir, samples)]
             verdicts = referee.ask(comps)
             for i, pair in enumerate(chunk):
                 mine = verdicts[i * 2 * samples : (i + 1) * 2 * samples]

@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from analysis.mmrb2 import BON_TO_SCORER, TASK_FILES
 from bon.config import PreferenceConfig
 from bon.content import Candidate, Content, ImageItem, Prompt, save_png, slug
 from bon.errors import BonError
 from bon.runfolder import write_json
 from bon.seeds import derive_seed
 from bon.stages.verify import ScoreKey
+from bon.tasks import TASK_NAMES, parse_task
 
 
 
@@ -36,7 +36,7 @@ def build_preference_set(
     seed: int,
 ) -> dict[str, int]:
     """Write the set under ``out``; returns the number of pairs per task. Deterministic from ``seed``."""
-    pairs_by_task: dict[str, list[dict[str, Any]]] = {task: [] for task in BON_TO_SCORER}
+    pairs_by_task: dict[str, list[dict[str, Any]]] = {task: [] for task in TASK_NAMES}
     for prompt in prompts:
         rng = np.random.default_rng(derive_seed(seed, "preference", prompt.id))
         scored = [(c, scores[c.key]["score"]) for c in candidates.get(prompt.id, [])]
@@ -45,7 +45,7 @@ def build_preference_set(
             pairs_by_task[prompt.task].append(_pair_record(out, prompt, a, b, label, ratings))
     for task, pairs in pairs_by_task.items():
         if pairs:
-            write_json(out / TASK_FILES[BON_TO_SCORER[task]], {"pairs": pairs})
+            write_json(out / parse_task(task).file, {"pairs": pairs})
     return {task: len(p) for task, p in pairs_by_task.items() if p}
 
 

@@ -15,8 +15,8 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.mmrb2 import scorer_task
 from bon.errors import BonError
+from bon.tasks import scorer_task
 from judges.prompts.parse import parse_answer
 
 __all__ = ["Template", "rubric", "load_official", "parse_answer", "BON_LABELS", "OFFICIAL_FILE"]

@@ -1,16 +1,13 @@
-"""The MMRB2 benchmark format and the official scorer's semantics.
+"""The MMRB2 file formats: task files (``{"pairs": [...]}``) and official judgment files.
 
 One module reads and writes both the real benchmark (``t2i.json`` ... in one folder) and bon's own
-mini preference sets in the same format, so a judge's accuracy means the same thing on both. The
-accuracy rules mirror the official scorer: the first forward and first reverse sample of each pair
-are two independent judgements (reverse flipped back), and anything the judge did not answer is left
-out of the denominator rather than counted wrong.
+mini preference sets in the same format, so a judge's accuracy means the same thing on both. Any
+malformed record is a one-line error naming the file and the pair.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -18,27 +15,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterable, Mapping
 
 from bon.errors import BonError
-
-# Official scorer task names -> file names, in the scorer's order.
-TASK_FILES: dict[str, str] = {
-    "image": "t2i.json",
-    "edit": "edit.json",
-    "interleaved": "interleaved.json",
-    "reasoning": "reasoning.json",
-}
-BON_TO_SCORER: dict[str, str] = {"t2i": "image", "edit": "edit", "interleaved": "interleaved", "reasoning": "reasoning"}
-SCORER_TO_BON: dict[str, str] = {v: k for k, v in BON_TO_SCORER.items()}
-FLIP = {"A": "B", "B": "A"}
-
-
-def scorer_task(task: str) -> str:
-    """Normalise a bon task name (``t2i``) or scorer name (``image``) to the scorer name."""
-    if task in TASK_FILES:
-        return task
-    if task in BON_TO_SCORER:
-        return BON_TO_SCORER[task]
-    raise BonError(f"unknown MMRB2 task {task!r} (expected one of {', '.join(BON_TO_SCORER)} or {', '.join(TASK_FILES)})")
-
+from bon.tasks import Task, parse_task
 
 # --- pairs ------------------------------------------------------------------------------------
 
@@ -81,7 +58,7 @@ _PAIR_KEYS = {"id", "pair_id", "prompt_source", "prompt_content", "prompt_metada
 def load_pairs(path: Path) -> list[Pair]:
     """Read ``{"pairs": [...]}``; any malformed pair raises a one-line :class:`BonError` naming file and pair."""
     path = Path(path)
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("pairs"), list):
         raise BonError(f"{path}: expected a JSON object with a \"pairs\" list")
     pairs: list[Pair] = []
@@ -171,20 +148,25 @@ def write_pairs(path: Path, pairs: Iterable[Mapping[str, Any] | Pair]) -> None:
     _write_json_atomic(Path(path), {"pairs": data})
 
 
-def find_task_file(bench_dir: Path, task: str) -> Path:
+def find_task_file(bench_dir: Path, task: str | Task) -> Path:
     """The task file in a benchmark folder: ``t2i.json``, else ``t2i_response_only.json``, else a
-    single ``t2i_*.json``. ``task`` may be the bon or the scorer name."""
-    bench_dir = Path(bench_dir)
-    stem = Path(TASK_FILES[scorer_task(task)]).stem
-    for name in (f"{stem}.json", f"{stem}_response_only.json"):
-        if (bench_dir / name).is_file():
-            return bench_dir / name
+    single ``t2i_*.json``. ``task`` may be spelled either way (``t2i`` or ``image``)."""
+    bench_dir, name = Path(bench_dir), parse_task(task).name
+    stem = Path(parse_task(task).file).stem
+    for file in (f"{stem}.json", f"{stem}_response_only.json"):
+        if (bench_dir / file).is_file():
+            return bench_dir / file
     matches = sorted(p for p in bench_dir.glob(f"{stem}_*.json") if p.is_file())
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise BonError(f"{bench_dir}: several files could hold task {task!r}: {', '.join(p.name for p in matches)}")
-    raise BonError(f"{bench_dir}: no file for task {task!r} (looked for {stem}.json or {stem}_response_only.json)")
+        raise BonError(f"{bench_dir}: several files could hold task {name!r}: {', '.join(p.name for p in matches)}")
+    raise BonError(f"{bench_dir}: no file for task {name!r} (looked for {stem}.json or {stem}_response_only.json)")
+
+
+def has_task_file(bench_dir: Path, task: str | Task) -> bool:
+    """Whether the folder holds any file for the task (a broken or ambiguous one included)."""
+    return any(Path(bench_dir).glob(f"{Path(parse_task(task).file).stem}*.json"))
 
 
 # --- judgments --------------------------------------------------------------------------------
@@ -197,7 +179,7 @@ def load_judgments(path: Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
     the scorer has a rule for each of them.
     """
     path = Path(path)
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise BonError(f"{path}: expected a JSON object keyed by pair id")
     for pid, entry in raw.items():
@@ -222,85 +204,11 @@ def write_judgments(path: Path, data: Mapping[str, Mapping[str, Any]]) -> None:
     _write_json_atomic(Path(path), dict(data))
 
 
-# --- scoring ----------------------------------------------------------------------------------
-
-
-def _first(samples: Any) -> str | None:
-    """The first sample's judgement, or None when there is none to count (missing, null or empty)."""
-    if not isinstance(samples, list) or not samples or not isinstance(samples[0], Mapping):
-        return None
-    j = samples[0].get("judgement")
-    return j if isinstance(j, str) and j else None
-
-
-def accuracy(pairs: Iterable[Pair], judgments: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Official per-task accuracy in percent (NaN, not the scorer's 0, when nothing was counted).
-
-    ``judgements`` is the denominator: the first forward and first reverse sample of each predicted
-    pair whose judgement is non-empty. As in the official scorer, a non-empty answer other than
-    "A"/"B" (say "tie") is counted and is wrong; ``invalid_judgements`` says how many there were.
-    """
-    chosen = {p.id: p.chosen for p in pairs}
-    correct = counted = skipped = invalid = evaluated = 0
-    for pid, entry in judgments.items():
-        if pid not in chosen:
-            continue
-        evaluated += 1
-        for direction, flip in (("forward", False), ("reverse", True)):
-            j = _first(entry.get(direction) if isinstance(entry, Mapping) else None)
-            if j is None:
-                skipped += 1
-                continue
-            counted += 1
-            invalid += j not in FLIP
-            correct += (FLIP.get(j, j) if flip else j) == chosen[pid]
-    return {
-        "accuracy": 100.0 * correct / counted if counted else math.nan,
-        "total_pairs": len(chosen),
-        "evaluated_pairs": evaluated,
-        "missing_pairs": len(chosen) - evaluated,
-        "correct": correct,
-        "judgements": counted,
-        "skipped_judgements": skipped,
-        "invalid_judgements": invalid,
-        "unknown_ids": sum(pid not in chosen for pid in judgments),
-    }
-
-
-def overall(task_results: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Micro-average over all counted judgements (the official overall); the macro mean is given
-    alongside because it differs whenever tasks have different numbers of counted judgements."""
-    results = list(task_results.values()) if isinstance(task_results, Mapping) else list(task_results)
-    correct = sum(r["correct"] for r in results)
-    counted = sum(r["judgements"] for r in results)
-    per_task = [r["accuracy"] for r in results if r["judgements"]]
-    return {
-        "accuracy": 100.0 * correct / counted if counted else math.nan,
-        "macro_accuracy": sum(per_task) / len(per_task) if per_task else math.nan,
-        "correct": correct,
-        "judgements": counted,
-        "tasks": len(results),
-    }
-
-
-def evaluate(bench_dir: Path, predictions: Mapping[str, Path]) -> dict[str, Any]:
-    """Score judgment files per task (``{task: path}``) against a benchmark folder, plus ``"overall"``.
-
-    Tasks come out in the official order, keyed by scorer name.
-    """
-    tasks = {scorer_task(t): Path(p) for t, p in predictions.items()}
-    out: dict[str, Any] = {}
-    for task in TASK_FILES:
-        if task in tasks:
-            out[task] = accuracy(load_pairs(find_task_file(bench_dir, task)), load_judgments(tasks[task]))
-    out["overall"] = overall([out[t] for t in TASK_FILES if t in out])
-    return out
-
-
 # --- JSON helpers -----------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """A JSON file, or a one-line :class:`BonError` naming it."""
     try:
         with path.open(encoding="utf-8") as fh:
             return json.load(fh)
