@@ -82,7 +82,7 @@ def fetch(out: Path, tasks: Iterable[str] = tuple(BON_TO_SCORER), dataset: str =
     try:
         from datasets import load_dataset
     except ImportError:
-        raise BonError("bon mmrb2 fetch needs the `datasets` package: pip install 'bon[datasets]'") from None
+        raise BonError("bon mmrb2 fetch needs the `datasets` package: pip install '.[datasets]'") from None
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "input_images").mkdir(parents=True, exist_ok=True)
