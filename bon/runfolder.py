@@ -29,6 +29,16 @@ class RunFolder:
         if not os.access(self.root, os.W_OK):
             raise BonError(f"{self.root}: run folder is not writable")
 
+    def check_writable(self) -> None:
+        """Fail before any work when files cannot be created here (``os.access`` says yes to root even
+        on a read-only mount, so really try)."""
+        probe = self.root / f".bon-write-test-{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise BonError(f"{self.root}: run folder is not writable ({exc.strerror or exc})") from None
+
     config = property(lambda self: self.root / "config.yaml")
     prompts = property(lambda self: self.root / "prompts.jsonl")
     inputs = property(lambda self: self.root / "inputs")

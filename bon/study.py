@@ -30,7 +30,7 @@ from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
-from bon.stages.prompts import prepare_prompts, split
+from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import select, strategy_label
 from bon.stages.verify import load_scores, verify
 from bon.store import JudgmentStore, new_invocation_id
@@ -73,6 +73,9 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     verifier = cfg.verifier.create("verifier")
     strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
 
+    before = RunFolder(cfg.out, create=False) if cfg.out.is_dir() else None
+    built = None if before is not None and before.prompts.exists() else build_prompts(cfg)  # suite options checked
+
     run = RunFolder(cfg.out)
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     record_config(run, cfg)
@@ -87,7 +90,7 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         ledger.lap(stage, now - clock)  # saved at once: a killed invocation keeps its finished stages' times
         clock = now
 
-    prompts = prepare_prompts(run, cfg)
+    prompts = prepare_prompts(run, cfg, built)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")

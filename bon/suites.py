@@ -35,7 +35,11 @@ def build(spec: dict[str, Any], tasks: list[str], seed: int) -> list[Prompt]:
     if name == "synthetic":
         options.setdefault("seed", seed)
         options.setdefault("tasks", tasks)
-    prompts = [p for p in factory(**options) if p.task in tasks]
+    try:
+        built = factory(**options)
+    except TypeError as exc:  # an unknown or missing suite option
+        raise BonError(f"suite {name!r}: bad options {sorted(options)} ({exc})") from None
+    prompts = [p for p in built if p.task in tasks]
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise BonError(f"suite: limit must be a positive integer, got {limit!r}")

@@ -254,3 +254,25 @@ def test_install_hints_name_the_checkout():
 
 def test_readme_mentions_the_mmrb2_folder_variable():
     assert "BON_MMRB2_DIR" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_config_errors_write_nothing_and_the_fixed_config_runs(tmp_path, capsys):
+    """Validate, then act: a suite option typo or a bad strategy value leaves no folder behind, so the
+    corrected config is not refused as 'another study'."""
+    import yaml
+
+    out = tmp_path / "study"
+    good = {"out": str(out), "seed": 1, "n": 2, "tasks": ["t2i"], "suite": {"name": "synthetic", "per_task": 1},
+            "preference": {"prompts_per_task": 1}, "generators": [{"name": "synthetic", "label": "g"}],
+            "judges": ["random", "scene-full", "colour-hist"]}
+    bad_suite = {**good, "suite": {"name": "synthetic", "per_tsk": 1}}
+    bad_strategy = {**good, "strategy": {"name": "knockout", "options": {"seeding": "sideways"}}}
+    for i, raw in enumerate((bad_suite, bad_strategy, {**good, "n": 1})):
+        cfg = tmp_path / f"bad{i}.yaml"
+        cfg.write_text(yaml.safe_dump(raw))
+        assert main(["run", str(cfg)]) == 2
+        _one_line_error(capsys)
+        assert not out.exists(), raw
+    cfg = tmp_path / "good.yaml"
+    cfg.write_text(yaml.safe_dump(good))
+    assert main(["run", str(cfg)]) == 0

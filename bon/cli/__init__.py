@@ -12,6 +12,7 @@ is a plugin spec, ``--label`` names what a command adds, and each plugin kind ta
 from __future__ import annotations
 
 import math
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -109,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         print(f"bon: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a read-only folder, a full disk: one line naming the file, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"bon: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:  # e.g. a judgment store on a read-only folder
+        print(f"bon: error: judgment store: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, click.exceptions.Abort):
         print("bon: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

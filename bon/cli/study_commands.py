@@ -183,6 +183,7 @@ def _study_judge_and_strategy(run_dir: Path, judge_spec: str, label: Optional[st
     judge_opts = parse_options(judge_options, "--judge-option")
     strategy_opts = parse_options(strategy_options, "--strategy-option")
     study = load_study(run_dir)
+    study.run.check_writable()  # picks, curves and the store are written there
     judge = study.judge(judge_spec, judge_opts, label=_judge_label(judge_spec, label, judge_opts))
     strategy = registry.create("strategy", strategy_spec, **strategy_opts)
     return study, judge, strategy
