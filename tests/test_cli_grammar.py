@@ -276,3 +276,11 @@ def test_config_errors_write_nothing_and_the_fixed_config_runs(tmp_path, capsys)
     cfg = tmp_path / "good.yaml"
     cfg.write_text(yaml.safe_dump(good))
     assert main(["run", str(cfg)]) == 0
+
+
+def test_verify_with_a_label_writes_its_own_scores_and_json(study, tmp_path):
+    j = tmp_path / "v.json"
+    assert main(["verify", "--run", str(study), "--verifier", "synthetic", "--label", "again", "--json", str(j)]) == 0
+    data = _strict(j)
+    assert data["label"] == "again" and Path(data["scores_file"]).name == "scores_again.jsonl"
+    assert (study / "scores_again.jsonl").exists()
