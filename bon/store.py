@@ -96,7 +96,7 @@ class JudgmentStore:
         self._db.executescript(SCHEMA)
         self._migrate()
         self.invocation = invocation or new_invocation_id()
-        self._db.execute("INSERT OR IGNORE INTO invocations VALUES (?, ?, ?)", (self.invocation, time.time(), command))
+        self._command, self._recorded = command, False  # the invocation is recorded with its first answer
 
     def _migrate(self) -> None:
         """Add the cost columns to a store written by an older bon (the rows it holds keep NULLs)."""
@@ -149,6 +149,9 @@ class JudgmentStore:
     def _insert(self, table: str, columns: Sequence[str], rows: list[tuple]) -> None:
         if not rows:
             return
+        if not self._recorded:
+            self._db.execute("INSERT OR IGNORE INTO invocations VALUES (?, ?, ?)", (self.invocation, time.time(), self._command))
+            self._recorded = True
         sql = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         with _transaction(self._db):
             self._db.executemany(sql, rows)

@@ -65,6 +65,36 @@ def test_every_option_in_the_table_is_in_help(capsys):
             assert flag in shown, (path, flag)
 
 
+def _all_commands():
+    from bon.cli import app
+    from bon.cli.usage import commands
+
+    return [(path, cmd) for path, cmd, _ in commands(app)]
+
+
+# commands whose owners move them to the grammar in parallel branches (issue 11.5); drop once merged
+AWAITING_GRAMMAR = {"bon mmrb2 judge"}
+
+
+@pytest.mark.parametrize("path, cmd", [
+    pytest.param(path, cmd, id=path, marks=[pytest.mark.xfail(reason="moved to the grammar on its own branch", strict=False)]
+                 if path in AWAITING_GRAMMAR else [])
+    for path, cmd in _all_commands()])
+def test_every_command_follows_the_grammar(path, cmd):
+    """Options go to a named plugin kind (no bare --option); --run names a folder; --json names a file."""
+    import click
+
+    options = {o: p for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+    assert "--option" not in options, f"{path}: use --judge-option/--strategy-option/--generator-option/--verifier-option"
+    if isinstance(options.get("--run"), click.Option) and isinstance(options["--run"].type, click.Path):
+        assert options["--run"].type.dir_okay, f"{path}: --run names a folder"
+    if isinstance(options.get("--json"), click.Option) and isinstance(options["--json"].type, click.Path):
+        assert options["--json"].type.file_okay, f"{path}: --json names a file"
+    for flag in options:
+        if flag.endswith("-option"):
+            assert flag[2:-len("-option")] in ("judge", "strategy", "generator", "verifier"), f"{path}: {flag}"
+
+
 def test_study_commands_follow_the_grammar():
     from bon.cli import app
 
