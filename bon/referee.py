@@ -15,7 +15,7 @@ from bon.content import Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Score
 from bon.protocol import Comparison, MatchResult, PairwiseJudge, PointwiseJudge, Verdict, decide_match
-from bon.store import JudgmentStore
+from bon.store import JudgmentStore, usage_of
 
 
 class BudgetExhausted(BonError):
@@ -53,10 +53,10 @@ class CallStats:
 
     def count_fresh(self, verdicts: Sequence[Verdict]) -> None:
         for v in verdicts:
-            usage = v.meta.get("usage") or {}
-            self.input_tokens += int(usage.get("input_tokens", 0) or 0)
-            self.output_tokens += int(usage.get("output_tokens", 0) or 0)
-            self.cost_usd += float(v.meta.get("cost_usd", 0.0) or 0.0)
+            tokens_in, tokens_out, dollars = usage_of(v.meta)
+            self.input_tokens += tokens_in
+            self.output_tokens += tokens_out
+            self.cost_usd += dollars
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +91,7 @@ class Referee:
         samples: int = 1,
         budget: Budget | None = None,
         seed: int = 0,
+        stage: str = "",
     ):
         if samples < 1:
             raise BonError(f"samples must be at least 1, got {samples}")
@@ -99,6 +100,7 @@ class Referee:
         self.samples = samples
         self.budget = budget or Budget(None)
         self.seed = seed
+        self.stage = stage  # recorded with every answer bought, so costs add up per stage over invocations
         self.judge_id = store.register(judge.identity())
         self.stats = CallStats()
 
@@ -115,11 +117,12 @@ class Referee:
             self.budget.spend(self.judge.name, len(todo))
             started = time.perf_counter()
             fresh = self.judge.judge(list(todo.values()))
-            self.stats.seconds += time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            self.stats.seconds += elapsed
             if len(fresh) != len(todo):
                 raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")
             self.stats.count_fresh(fresh)
-            self.store.put_many(self.judge_id, zip(todo, fresh))
+            self.store.put_many(self.judge_id, zip(todo, fresh), stage=self.stage, seconds_each=elapsed / len(todo))
             known.update(zip(todo, fresh))
             self.stats.calls_made += len(todo)
         verdicts = [known[k] for k in keys]
@@ -142,8 +145,9 @@ class Referee:
             self.budget.spend(self.judge.name, len(todo))
             started = time.perf_counter()
             fresh = self.judge.score(prompt, list(todo.values()))
-            self.stats.seconds += time.perf_counter() - started
-            self.store.put_scores(self.judge_id, zip(todo, fresh))
+            elapsed = time.perf_counter() - started
+            self.stats.seconds += elapsed
+            self.store.put_scores(self.judge_id, zip(todo, fresh), stage=self.stage, seconds_each=elapsed / len(todo))
             known.update(zip(todo, fresh))
             self.stats.calls_made += len(todo)
         return [known[k] for k in keys]

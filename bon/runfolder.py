@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +15,29 @@ from bon.errors import BonError
 @dataclass(frozen=True)
 class RunFolder:
     root: Path
+    create: bool = field(default=True, compare=False)  # False: the folder must exist already (--run DIR)
 
     def __post_init__(self) -> None:
+        if not self.create:
+            if not self.root.is_dir():
+                raise BonError(f"{self.root}: no such run folder" if not self.root.exists() else f"{self.root}: not a folder")
+            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BonError(f"{self.root}: cannot create the run folder ({exc.strerror})") from None
         if not os.access(self.root, os.W_OK):
             raise BonError(f"{self.root}: run folder is not writable")
+
+    def check_writable(self) -> None:
+        """Fail before any work when files cannot be created here (``os.access`` says yes to root even
+        on a read-only mount, so really try)."""
+        probe = self.root / f".bon-write-test-{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise BonError(f"{self.root}: run folder is not writable ({exc.strerror or exc})") from None
 
     config = property(lambda self: self.root / "config.yaml")
     prompts = property(lambda self: self.root / "prompts.jsonl")
@@ -36,6 +51,21 @@ class RunFolder:
     report = property(lambda self: self.root / "report.md")
     figure = property(lambda self: self.root / "correlation.png")
     mmrb2 = property(lambda self: self.root / "mmrb2")
+    ledger = property(lambda self: self.root / "invocations.json")  # every run of the study: ids, stage times
+    picks_dir = property(lambda self: self.root / "picks")
+
+    def picks_file(self, judge: str, strategy_label: str, n: int | None = None) -> Path:
+        """Picks of ``bon select``: one file per judge, strategy with its aggregate (``round-robin-borda``) and n."""
+        return self.picks_dir / f"{slug(judge)}__{slug(strategy_label)}{f'__n{n}' if n else ''}.jsonl"
+
+    def curve_file(self, judge: str, strategy_label: str) -> Path:
+        """A ``bon curve`` result (the report draws every one it finds)."""
+        return self.root / "curves" / f"{slug(judge)}__{slug(strategy_label)}.json"
+
+    def picks_files(self) -> list[Path]:
+        """The study's ``picks.jsonl`` and every ``bon select`` picks file (for leaderboards and reports)."""
+        extra = sorted(self.picks_dir.glob("*.jsonl")) if self.picks_dir.is_dir() else []
+        return ([self.picks] if self.picks.exists() else []) + extra
 
     def candidates_dir(self, generator: str) -> Path:
         return self.root / "candidates" / slug(generator)

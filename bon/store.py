@@ -4,6 +4,11 @@ Key = (judge identity hash, prompt content hash, hash of the response shown as A
 shown as B, sample index). So (A=x, B=y) is never reused for (A=y, B=x), while the reverse call of
 match (x, y) is the very same judgment as the forward call of match (y, x). One SQLite file in WAL
 mode, safe for writers in several processes, readable with any SQLite client.
+
+Every stored answer also records what it cost and when it was bought: the invocation (one command run)
+and stage that paid for it, its share of the judge's wall time, tokens and money. So a study's costs are
+totals over all its invocations, even when one of them was killed (:meth:`JudgmentStore.totals`).
+Stores written before these columns existed are migrated in place (the new columns stay empty there).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hashlib
 import json
 import sqlite3
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -47,7 +53,18 @@ CREATE TABLE IF NOT EXISTS scores (
     created  REAL NOT NULL,
     PRIMARY KEY (judge_id, prompt, response, sample)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS invocations (
+    id      TEXT PRIMARY KEY,
+    started REAL NOT NULL,
+    command TEXT NOT NULL
+);
 """
+
+# What each paid answer cost (added to both answer tables; NULL in rows stored before they existed).
+COST_COLUMNS = {"invocation": "TEXT", "stage": "TEXT", "seconds": "REAL", "input_tokens": "INTEGER",
+                "output_tokens": "INTEGER", "cost_usd": "REAL"}
+JUDGMENT_COLUMNS = ("judge_id", "prompt", "a", "b", "sample", "better", "score", "missing", "meta", "created", *COST_COLUMNS)
+SCORE_COLUMNS = ("judge_id", "prompt", "response", "sample", "value", "missing", "meta", "created", *COST_COLUMNS)
 
 Key = tuple[str, str, str, int]  # prompt, a, b, sample (the judge id is the store view's)
 
@@ -58,14 +75,36 @@ def judge_id(identity: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
+def usage_of(meta: dict[str, Any]) -> tuple[int, int, float]:
+    """(input tokens, output tokens, dollars) a judge reported for one answer in its ``meta``."""
+    usage = meta.get("usage") or {}
+    return (int(usage.get("input_tokens", 0) or 0), int(usage.get("output_tokens", 0) or 0),
+            float(meta.get("cost_usd", 0.0) or 0.0))
+
+
+def new_invocation_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
 class JudgmentStore:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, invocation: str | None = None, command: str = ""):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._migrate()
+        self.invocation = invocation or new_invocation_id()
+        self._command, self._recorded = command, False  # the invocation is recorded with its first answer
+
+    def _migrate(self) -> None:
+        """Add the cost columns to a store written by an older bon (the rows it holds keep NULLs)."""
+        for table in ("judgments", "scores"):
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in COST_COLUMNS.items():
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._db.close()
@@ -95,20 +134,27 @@ class JudgmentStore:
                     found[key] = Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
         return found
 
-    def put_many(self, jid: str, items: Iterable[tuple[Key, Verdict]]) -> None:
-        """Store verdicts in one transaction. Transient failures are not stored: a rerun retries them."""
+    def put_many(self, jid: str, items: Iterable[tuple[Key, Verdict]], stage: str = "", seconds_each: float = 0.0) -> None:
+        """Store verdicts in one transaction, each with what it cost (``seconds_each``: its share of the
+        batch's wall time). Transient failures are not stored: a rerun retries them."""
         now = time.time()
         rows = [
-            (jid, *key, v.better, v.score, v.missing, json.dumps(v.meta, default=str), now)
+            (jid, *key, v.better, v.score, v.missing, json.dumps(v.meta, default=str), now,
+             self.invocation, stage, seconds_each, *usage_of(v.meta))
             for key, v in items
             if not v.transient
         ]
+        self._insert("judgments", JUDGMENT_COLUMNS, rows)
+
+    def _insert(self, table: str, columns: Sequence[str], rows: list[tuple]) -> None:
         if not rows:
             return
+        if not self._recorded:
+            self._db.execute("INSERT OR IGNORE INTO invocations VALUES (?, ?, ?)", (self.invocation, time.time(), self._command))
+            self._recorded = True
+        sql = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         with _transaction(self._db):
-            self._db.executemany(
-                "INSERT OR REPLACE INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
+            self._db.executemany(sql, rows)
 
     def get_scores(self, jid: str, keys: Sequence[tuple[str, str, int]]) -> dict[tuple[str, str, int], Score]:
         """Stored pointwise scores for (prompt, response, sample) keys."""
@@ -122,12 +168,36 @@ class JudgmentStore:
                     found[(prompt, response, sample)] = Score(value, json.loads(meta), missing)
         return found
 
-    def put_scores(self, jid: str, items: Iterable[tuple[tuple[str, str, int], Score]]) -> None:
+    def put_scores(self, jid: str, items: Iterable[tuple[tuple[str, str, int], Score]], stage: str = "",
+                   seconds_each: float = 0.0) -> None:
         now = time.time()
-        rows = [(jid, *key, s.value, s.missing, json.dumps(s.details, default=str), now) for key, s in items]
-        if rows:
-            with _transaction(self._db):
-                self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        rows = [(jid, *key, s.value, s.missing, json.dumps(s.details, default=str), now,
+                 self.invocation, stage, seconds_each, *usage_of(s.details)) for key, s in items]
+        self._insert("scores", SCORE_COLUMNS, rows)
+
+    def totals(self, jid: str, invocations: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Per stage: the answers these invocations paid for (count, missing, judge seconds, tokens,
+        dollars, first and last time), pairwise and pointwise together."""
+        if not invocations:
+            return {}
+        marks = ",".join("?" * len(invocations))
+        found: dict[str, dict[str, Any]] = {}
+        for table, missing in (("judgments", "better IS NULL"), ("scores", "value IS NULL")):
+            rows = self._db.execute(
+                f"SELECT stage, COUNT(*), SUM({missing}), SUM(seconds), SUM(input_tokens), SUM(output_tokens), "
+                f"SUM(cost_usd), MIN(created), MAX(created) FROM {table} "
+                f"WHERE judge_id = ? AND invocation IN ({marks}) GROUP BY stage", (jid, *invocations))
+            for stage, made, miss, secs, tin, tout, cost, first, last in rows:
+                t = found.setdefault(stage or "", {"calls_made": 0, "missing_made": 0, "judge_seconds": 0.0, "input_tokens": 0,
+                                                   "output_tokens": 0, "cost_usd": 0.0, "first": first, "last": last})
+                t["calls_made"] += made
+                t["missing_made"] += miss or 0
+                t["judge_seconds"] = round(t["judge_seconds"] + (secs or 0.0), 3)
+                t["input_tokens"] += tin or 0
+                t["output_tokens"] += tout or 0
+                t["cost_usd"] = round(t["cost_usd"] + (cost or 0.0), 6)
+                t["first"], t["last"] = min(t["first"], first), max(t["last"], last)
+        return found
 
     def count(self, jid: str | None = None) -> int:
         if jid is None:

@@ -20,6 +20,7 @@ from bon import mmrb2, registry
 from bon.config import StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
+from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
@@ -28,10 +29,10 @@ from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
-from bon.stages.prompts import prepare_prompts, split
-from bon.stages.select import select
+from bon.stages.prompts import build_prompts, prepare_prompts, split
+from bon.stages.select import select, strategy_label
 from bon.stages.verify import load_scores, verify
-from bon.store import JudgmentStore
+from bon.store import JudgmentStore, new_invocation_id
 from bon.tasks import parse_task
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
@@ -63,24 +64,33 @@ def record_config(run: RunFolder, cfg: StudyConfig) -> None:
     write_text(run.config, yaml.safe_dump(provenance, sort_keys=False))
 
 
-def run_study(cfg: StudyConfig) -> StudyOutcome:
-    run = RunFolder(cfg.out)
-    record_config(run, cfg)
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(stage: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timings[stage] = round(now - clock, 2)
-        clock = now
-
+def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
+    # validate, then act: N and every plugin (options checked) before the run folder is touched
+    if cfg.n < 2:
+        raise BonError(f"n = {cfg.n}: a study needs at least 2 candidates per prompt (with fewer there is nothing to choose)")
     generators = [spec.create("generator") for spec in cfg.generators]
     judges = [spec.create("judge") for spec in cfg.judges]
     verifier = cfg.verifier.create("verifier")
     strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
 
-    prompts = prepare_prompts(run, cfg)
+    before = RunFolder(cfg.out, create=False) if cfg.out.is_dir() else None
+    built = None if before is not None and before.prompts.exists() else build_prompts(cfg)  # suite options checked
+
+    run = RunFolder(cfg.out)
+    resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
+    record_config(run, cfg)
+    if resuming:
+        note(resuming)
+    ledger = Ledger(run, new_invocation_id(), command)
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        ledger.lap(stage, now - clock)  # saved at once: a killed invocation keeps its finished stages' times
+        clock = now
+
+    prompts = prepare_prompts(run, cfg, built)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")
@@ -99,22 +109,27 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
-    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts)
+    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts, ledger)
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     results = results_table(picks, scores, accuracies, cfg.n)
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
-    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
+    outcome = analyse(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, provenance)
+    # timings_s and judges[*] are the study's totals over all invocations; the last invocation's share beside them
+    outcome.stats.update(invocations=len(ledger.entries), timings_last_invocation_s=ledger.timings(last_only=True))
+    write_json(run.stats, outcome.stats)
+    return outcome
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
-                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int]):
+                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
     prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
-    picks, why the budget stopped it or None); what was done before a stop is kept."""
-    store = JudgmentStore(run.store)
+    picks, why the budget stopped it or None); what was done before a stop is kept. The stats are the
+    study's totals over all invocations (see :mod:`bon.accounting`)."""
+    store = JudgmentStore(run.store, invocation=ledger.entry["id"], command=ledger.entry["command"])
     budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
     judge_stats: dict[str, Any] = {}
@@ -122,39 +137,29 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, b
     stopped = None
     try:
         for judge in judges:
+            refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage)
+                    for stage in JUDGE_STAGES}
             started = time.perf_counter()
-            bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
-            judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
+            accuracy, bench = judge_preference_set(run, refs["mmrb2"], list(pair_counts))
+            ledger.judge_wall(judge.name, "mmrb2", time.perf_counter() - started)
+            started = time.perf_counter()
+            judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
+            ledger.judge_wall(judge.name, "selection", time.perf_counter() - started)
             accuracies[judge.name] = accuracy
             picks += judge_picks
-            judge_stats[judge.name] = {
-                **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
-                "wall_seconds": round(time.perf_counter() - started, 2),
-                "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
-                "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
-            }
+            last = {stage: ref.stats.as_dict() for stage, ref in refs.items()}
+            cost = judge_accounting(store, refs["mmrb2"].judge_id, judge.name, ledger, last)
+            cost["mmrb2"]["tasks"] = bench
+            cost["selection"]["strategy"] = strategy_label(strategy)
+            judge_stats[judge.name] = cost
+            note(f"judge {judge.name}: {cost['last_invocation']['calls_made']} calls made, "
+                 f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
     except BudgetExhausted as exc:
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         store.close()
     return accuracies, judge_stats, picks, stopped
-
-
-def _total(*parts: dict[str, Any]) -> dict[str, Any]:
-    """Sum the numeric counters of several CallStats dicts (reasons merged)."""
-    total: dict[str, Any] = {}
-    for part in parts:
-        for key, value in part.items():
-            if isinstance(value, dict):
-                merged = total.setdefault(key, {})
-                for k, v in value.items():
-                    merged[k] = merged.get(k, 0) + v
-            else:
-                total[key] = round(total.get(key, 0) + value, 6)
-    return total
 
 
 @dataclass
@@ -167,12 +172,13 @@ class FinishedStudy:
     candidates: dict[str, dict[str, list[Candidate]]]  # generator -> prompt id -> candidates
     scores: dict
 
-    def judge(self, spec: str, options: dict[str, Any] | None = None) -> Any:
-        """A judge by its label in the study's config, else by registry spec."""
+    def judge(self, spec: str, options: dict[str, Any] | None = None, label: str | None = None) -> Any:
+        """A judge by its label in the study's config (``options`` then override its own), else by
+        registry spec; ``label`` names it in picks and tables."""
         for j in self.cfg.judges:
-            if j.label == spec and not options:
-                return j.create("judge")
-        return registry.create("judge", spec, **(options or {}))
+            if j.label == spec:
+                return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
+        return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 
 
 def read_study_config(run: RunFolder) -> StudyConfig:
@@ -188,7 +194,7 @@ def read_study_config(run: RunFolder) -> StudyConfig:
 def load_study(run_dir) -> FinishedStudy:
     from bon.stages.generate import load_done
 
-    run = RunFolder(run_dir)
+    run = RunFolder(run_dir, create=False)  # reading a study never creates a folder
     if not run.config.exists() or not run.prompts.exists():
         raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` or `bon demo` first")
     cfg = read_study_config(run)

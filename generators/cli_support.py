@@ -46,7 +46,9 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     suite = Path(suite)
     if not suite.is_file():
         raise BonError(f"{suite}: suite file not found")
-    run = open_run_folder(Path(out))
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BonError(f"{out}: output path is a file, not a folder")
     prompts = load_prompts(suite)
     if limit is not None:
         prompts = prompts[:limit]
@@ -62,13 +64,16 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
             raise BonError(f"--batch-size: generator {name!r} does not batch (drop the option)")
         options["batch_size"] = batch_size
     record = {"generator": generator_spec, "options": options, "seed": seed, "n": n}
-    record_file = run.candidates_dir(label) / "generate.json"
-    check_record(record_file, record)
+    existing = RunFolder(out, create=False) if out.is_dir() else None
+    if existing is not None:
+        check_record(existing.candidates_dir(label) / "generate.json", record)
 
     generator = registry.create("generator", generator_spec, name=label, **options)
     validate = getattr(generator, "validate", None)
     if callable(validate):
         validate(prompts, n)
+    run = open_run_folder(out)  # validate, then act: the folder is created only now
+    record_file = run.candidates_dir(label) / "generate.json"
     write_json(record_file, {**record, "options": redacted(options), "identity": safe_identity(generator)})
     prompts_file = copy_prompts(prompts, run.candidates_dir(label))
 

@@ -128,7 +128,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         try:
             import openai  # noqa: F401
         except ImportError:
-            raise BonError(f"{self.name}: needs the openai package (pip install 'bon[api]')") from None
+            raise BonError(f"{self.name}: needs the openai package (pip install '.[api]')") from None
         if preflight:
             key = self._key() if self.api_key_env else None
             http_preflight(self.base_url, key, float(preflight_timeout), self.name, self.api_key_env)

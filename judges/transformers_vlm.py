@@ -56,7 +56,7 @@ def _import_hf(who: str = "this judge") -> tuple[Any, Any]:
         import torch
         import transformers
     except ImportError as exc:
-        raise BonError(f"{who}: needs torch and transformers (pip install 'bon[transformers]'): {exc.name or exc} missing") from None
+        raise BonError(f"{who}: needs torch and transformers (pip install '.[transformers]'): {exc.name or exc} missing") from None
     return torch, transformers
 
 

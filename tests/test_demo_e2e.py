@@ -66,8 +66,12 @@ def test_rerun_makes_no_new_calls(demo_run, capsys):
     assert main(["demo", "--out", str(demo_run), *SMALL, "--seed", "1"]) == 0
     after = json.loads((demo_run / "stats.json").read_text())
     for name, s in after["judges"].items():
-        assert s["calls_made"] == 0, name
-        assert s["calls_cached"] == before["judges"][name]["calls_made"] + before["judges"][name]["calls_cached"]
+        last, was = s["last_invocation"], before["judges"][name]
+        assert last["calls_made"] == 0, name
+        assert last["calls_cached"] == was["last_invocation"]["calls_made"] + was["last_invocation"]["calls_cached"]
+        # the study's totals count the first invocation's paid calls, not zero
+        assert s["total"]["calls_made"] == was["total"]["calls_made"] and s["calls_made"] == was["calls_made"]
+        assert s["total"]["calls_cached"] == was["total"]["calls_cached"]
     assert pd.read_csv(demo_run / "results.csv").equals(pd.read_csv(demo_run / "results.csv"))
 
 

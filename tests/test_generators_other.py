@@ -459,3 +459,23 @@ def test_gpu_configs_parse_and_build_their_generators(config):
     assert cfg.suite["name"] == "jsonl" and cfg.n == 8
     gens = [spec.create("generator") for spec in cfg.generators]  # nothing is downloaded or loaded yet
     assert all(g.identity()["model"] for g in gens) and len({g.name for g in gens}) == len(gens)
+
+
+def test_generate_cli_takes_generator_options_a_label_and_json(tmp_path, capsys):
+    from bon.cli import main
+
+    make_folder_layout(tmp_path / "cands")
+    suite = files_suite(tmp_path / "suite")
+    out, summary = tmp_path / "out", tmp_path / "g.json"
+    argv = ["generate", "--generator", "files", "--generator-option", f"root={tmp_path / 'cands'}", "--label", "mine",
+            "--suite", str(suite), "--n", "3", "--out", str(out), "--json", str(summary)]
+    assert main(argv) == 0
+    data = json.loads(summary.read_text())
+    assert data["generator"] == "mine" and data["prompts"] == 2 and Path(data["candidates"]).parent.name == "mine"
+    # a bad generator option is refused before the output folder exists
+    fresh = tmp_path / "fresh"
+    assert main(["generate", "--generator", "files", "--generator-option", "root=/no/such/folder",
+                 "--suite", str(suite), "--n", "3", "--out", str(fresh)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and "/no/such/folder" in err, err
+    assert not fresh.exists()

@@ -1,5 +1,5 @@
 """A study survives SIGKILL and call budgets: the rerun finishes with the same picks and files,
-and the calls of the interrupted runs add up to those of an uninterrupted one."""
+and the study's call counts (totals over all invocations) equal those of an uninterrupted one."""
 
 import json
 import os
@@ -17,8 +17,28 @@ from bon.cli import main
 ARGS = ["--prompts", "2", "--n", "4", "--seed", "3"]
 
 
-def _calls_made(run: Path) -> int:
-    return sum(s["calls_made"] for s in json.loads((run / "stats.json").read_text())["judges"].values())
+def _judges(run: Path) -> dict:
+    return json.loads((run / "stats.json").read_text())["judges"]
+
+
+def _calls_made(run: Path, part: str = "total") -> int:
+    return sum(s[part]["calls_made"] for s in _judges(run).values())
+
+
+def _accounting_adds_up(whole: Path, resumed: Path, made_before: int) -> None:
+    """Totals over all invocations equal the uninterrupted run's; the last invocation made the rest."""
+    assert _calls_made(resumed) == _calls_made(whole)
+    assert _calls_made(resumed, "last_invocation") == _calls_made(whole) - made_before
+    for name, s in _judges(resumed).items():
+        w = _judges(whole)[name]
+        assert s["calls_made"] == s["total"]["calls_made"]  # the top-level counters are the totals
+        assert s["total"]["calls_made"] + s["total"]["calls_cached"] == w["total"]["calls_made"] + w["total"]["calls_cached"], name
+        assert s["total"]["judge_seconds"] >= s["last_invocation"]["judge_seconds"] - 1e-3
+        for stage in ("mmrb2", "selection"):
+            assert s[stage]["calls_made"] == w[stage]["calls_made"], (name, stage)
+    stats = json.loads((resumed / "stats.json").read_text())
+    assert stats["invocations"] == 2
+    assert stats["timings_s"]["generate"] >= stats["timings_last_invocation_s"]["generate"]
 
 
 def _stored(run: Path) -> int:
@@ -57,7 +77,8 @@ def test_sigkill_midway_then_rerun_matches_uninterrupted(tmp_path):
     assert 0 < made_before < total
 
     assert main(["demo", "--out", str(killed), *ARGS]) == 0
-    assert made_before + _calls_made(killed) == total
+    assert _calls_made(killed) == total
+    _accounting_adds_up(whole, killed, made_before)
     _same_outputs(whole, killed)
 
 
@@ -74,5 +95,6 @@ def test_budget_stops_cleanly_and_resumes(tmp_path, capsys):
     assert stats["stopped"] and _stored(run) <= 150
     first = _stored(run)
     assert main(["demo", "--out", str(run), *ARGS]) == 0
-    assert first + _calls_made(run) == total
+    assert _calls_made(run) == total
+    _accounting_adds_up(whole, run, first)
     _same_outputs(whole, run)

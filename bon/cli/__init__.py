@@ -2,12 +2,20 @@
 
 Commands live by subject: ``study_commands`` (demo, run, generate, verify, select, curve, plugins),
 ``analysis_commands`` (report, compare, power, leaderboard, figure) and ``mmrb2_commands`` (the benchmark group).
+
+One grammar for all of them: ``--run DIR`` names an existing run folder, ``--out DIR`` is always a folder
+(``--out-file FILE`` for a one-file output), ``--json FILE`` writes the printed numbers, ``--judge SPEC``
+is a plugin spec, ``--label`` names what a command adds, and each plugin kind takes its own repeatable
+``--<kind>-option K=V`` (YAML values), parsed by :func:`parse_options`.
 """
 
 from __future__ import annotations
 
 import math
+import sqlite3
 import sys
+from pathlib import Path
+from typing import Any, Callable
 
 import click
 from rich.console import Console
@@ -15,6 +23,7 @@ from rich.console import Console
 from bon.errors import BonError
 
 out = Console(soft_wrap=True)
+PLUGIN_KINDS = ("judge", "strategy", "generator", "verifier")
 
 
 @click.group(help="Best-of-N validation for Multimodal RewardBench 2 judges.")
@@ -31,29 +40,83 @@ def _fmt(v: float, spec: str = ".3f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def _parse_options(options: tuple[str, ...]) -> dict:
+def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str, Any]:
+    """``K=V`` strings (values read as YAML, so ``3`` is an int and ``[a, b]`` a list) into a dict."""
     import yaml
 
-    parsed = {}
+    parsed: dict[str, Any] = {}
     for opt in options:
         key, sep, value = opt.partition("=")
-        if not sep or not key:
-            raise BonError(f"--option {opt!r}: expected KEY=VALUE")
-        parsed[key] = yaml.safe_load(value)
+        if not sep or not key.strip():
+            raise BonError(f"{flag} {opt!r}: expected KEY=VALUE")
+        try:
+            parsed[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise BonError(f"{flag} {opt!r}: the value is not valid YAML") from None
     return parsed
+
+
+_parse_options = parse_options  # the name other command modules import
+
+
+def plugin_options(kind: str, help_text: str | None = None) -> Callable:
+    """The repeatable ``--<kind>-option K=V`` flag of one plugin kind (``kind_options`` in the function)."""
+    if kind not in PLUGIN_KINDS:
+        raise ValueError(f"unknown plugin kind {kind!r}")
+    return click.option(f"--{kind}-option", f"{kind}_options", multiple=True, metavar="K=V",
+                        help=help_text or f"{kind.capitalize()} option (YAML value), repeatable.")
+
+
+def json_option(what: str = "the printed numbers") -> Callable:
+    return click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                        help=f"Also write {what} as JSON to FILE.", metavar="FILE")
+
+
+def run_option(help_text: str = "An existing run folder.") -> Callable:
+    return click.option("--run", "run_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+                        metavar="DIR", help=help_text)
+
+
+def check_output_file(path: Path | None, flag: str = "--json") -> None:
+    """Fail before any work when an output file could not be written (a folder, a missing parent)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise BonError(f"{flag} {path}: is a folder, expected a file")
+    parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise BonError(f"{flag} {path}: {parent} is not a folder")
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    """Click's multi-line usage error as one line that names the command."""
+    message = " ".join(exc.format_message().split())
+    ctx = exc.ctx
+    command = ctx.command_path if ctx is not None else "bon"
+    return f"{command}: {message} (see `{command} --help`)"
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         rc = app.main(args=argv, prog_name="bon", standalone_mode=False)
     except BonError as exc:
-        print(f"bon: error: {exc}", file=sys.stderr)
+        print(f"bon: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.UsageError as exc:  # BadParameter, NoSuchOption, MissingParameter...: one line, exit 2
+        print(f"bon: error: {_usage_line(exc)}", file=sys.stderr)
+        return 2
     except click.ClickException as exc:
-        exc.show()
+        print(f"bon: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a read-only folder, a full disk: one line naming the file, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"bon: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:  # e.g. a judgment store on a read-only folder
+        print(f"bon: error: judgment store: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, click.exceptions.Abort):
         print("bon: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

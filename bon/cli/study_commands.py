@@ -1,4 +1,8 @@
-"""Study commands: demo, run, generate, verify, select, curve, plugins."""
+"""Study commands: demo, run, generate, verify, select, curve, plugins.
+
+Each command checks all of its inputs (run folder, plugins and their options, N, output paths) before it
+writes anything, so a refused command leaves the disk as it was.
+"""
 
 from __future__ import annotations
 
@@ -6,51 +10,96 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
-from bon.cli import _fmt, _parse_options, app, out
+from bon.cli import _fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option
+from bon.errors import BonError
+
+
+def _write_numbers(json_out: Optional[Path], record: dict[str, Any]) -> None:
+    """``--json FILE``: the printed numbers as strict JSON (a missing number is null, never NaN)."""
+    if json_out is not None:
+        from bon.runfolder import write_json
+
+        write_json(json_out, json_safe(record))
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and infinities (pandas' missing numbers) become null; numpy scalars become Python numbers."""
+    import math
+
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 @app.command()
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bon-demo"), show_default=True, help="Run folder (resumable).")
-@click.option("--prompts", type=click.IntRange(min=1), default=40, show_default=True, help="Prompts per task (Best-of-N and preference set each).")
-@click.option("--n", type=click.IntRange(min=1), default=8, show_default=True, help="Candidates per prompt.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the whole synthetic world.")
-@click.option("--strategy", default="knockout", show_default=True, help="Selection strategy.")
-@click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop after this many new judge calls.")
-def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, max_calls: Optional[int]) -> None:
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("bon-demo"), show_default=True,
+              metavar="DIR", help="Run folder (created, or resumed).")
+@click.option("--prompts", type=click.IntRange(min=1), metavar="K", default=40, show_default=True, help="Prompts per task (Best-of-N and preference set each).")
+@click.option("--n", type=int, default=8, metavar="N", show_default=True, help="Candidates per prompt (at least 2).")
+@click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the whole synthetic world.")
+@click.option("--strategy", default="knockout", show_default=True, metavar="NAME", help="Selection strategy.")
+@plugin_options("strategy")
+@click.option("--max-calls", type=click.IntRange(min=0), default=None, metavar="M", help="Stop after this many new judge calls.")
+@json_option("the summary table")
+def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy_options: tuple[str, ...],
+         max_calls: Optional[int], json_out: Optional[Path]) -> None:
     """Run the offline synthetic study end to end (CPU, no network) and summarise it."""
     from bon.demo import demo_config
 
     cfg = demo_config(out=out_dir, prompts=prompts, n=n, seed=seed, strategy=strategy)
+    cfg.strategy.options = parse_options(strategy_options, "--strategy-option")
     cfg.max_calls = max_calls
-    _run(cfg)
+    _run(cfg, json_out, "demo")
 
 
 @app.command()
-@click.argument("config", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Override the config's run folder.")
-@click.option("--strategy", default=None, help="Override the selection strategy.")
-@click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop a judge after this many new calls.")
-def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], max_calls: Optional[int]) -> None:
+@click.argument("config", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Run folder instead of the config's `out`.")
+@click.option("--strategy", default=None, metavar="NAME", help="Selection strategy instead of the config's.")
+@plugin_options("strategy")
+@click.option("--max-calls", type=click.IntRange(min=0), default=None, metavar="M", help="Stop after this many new judge calls.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M",
+              help="Only the first M prompts per task (a quick look; a study of its own).")
+@json_option("the summary table")
+def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy_options: tuple[str, ...],
+        max_calls: Optional[int], limit: Optional[int], json_out: Optional[Path]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
-    overrides = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls,
-                 "strategy": {"name": strategy} if strategy else None}
-    _run(load_config(config, overrides))
+    overrides: dict[str, Any] = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls}
+    cfg = load_config(config, overrides)
+    if strategy or strategy_options:
+        cfg.strategy.name = strategy or cfg.strategy.name
+        cfg.strategy.label = cfg.strategy.name
+        cfg.strategy.options = {**({} if strategy else cfg.strategy.options), **parse_options(strategy_options, "--strategy-option")}
+    if limit is not None:
+        cfg.suite = {**cfg.suite, "limit": limit}
+    _run(cfg, json_out, "run")
 
 
-def _run(cfg) -> None:
+def _run(cfg, json_out: Optional[Path], command: str) -> None:
     from bon.study import run_study
 
+    check_output_file(json_out)
     started = time.perf_counter()
-    outcome = run_study(cfg)
+    outcome = run_study(cfg, command=command)
     _summary(outcome.correlations, outcome.results)
     out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
               f"report: {outcome.run.report}  figure: {outcome.run.figure}")
+    _write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
+                              "correlations": outcome.correlations.to_dict(orient="records"),
+                              "results": outcome.results.to_dict(orient="records")})
     if outcome.stopped:
         print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
         raise click.exceptions.Exit(3)
@@ -71,102 +120,157 @@ def _summary(correlations, results) -> None:
 
 
 @app.command()
-@click.option("--generator", "generator_spec", required=True, help="Registered generator, e.g. diffusers-t2i:PATH_OR_HUB_ID.")
-@click.option("--suite", type=click.Path(path_type=Path), required=True, help="Prompts as JSONL (bon content model).")
-@click.option("--n", "n", type=int, required=True, help="Candidates per prompt.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Output folder (resumable).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Images per pipeline call.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first M prompts.")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Generator option (YAML value), repeatable.")
-def generate(generator_spec: str, suite: Path, n: int, out_dir: Path, batch_size: Optional[int], seed: int,
-             limit: Optional[int], options: tuple[str, ...]) -> None:
+@click.option("--generator", "generator_spec", required=True, metavar="SPEC", help="Registered generator, e.g. diffusers-t2i:PATH_OR_HUB_ID.")
+@click.option("--label", default=None, metavar="NAME", help="Name of the candidates' folder (default: the generator's name).")
+@plugin_options("generator")
+@click.option("--suite", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE", help="Prompts as JSONL (bon content model).")
+@click.option("--n", "n", type=click.IntRange(min=1), required=True, metavar="N", help="Candidates per prompt.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, metavar="DIR", help="Output folder (resumable).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="B", help="Images per pipeline call.")
+@click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the candidates.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M", help="Only the first M prompts.")
+@json_option("the summary")
+def generate(generator_spec: str, label: Optional[str], generator_options: tuple[str, ...], suite: Path, n: int, out_dir: Path,
+             batch_size: Optional[int], seed: int, limit: Optional[int], json_out: Optional[Path]) -> None:
     """Sample N candidates per prompt of a suite; prompts already done are skipped."""
     from generators.cli_support import generate_command
 
-    summary = generate_command(generator_spec, _parse_options(options), suite, n, out_dir, batch_size, seed, limit)
+    options = parse_options(generator_options, "--generator-option")
+    if label:
+        options["label"] = label
+    check_output_file(json_out)
+    summary = generate_command(generator_spec, options, suite, n, out_dir, batch_size, seed, limit)
     out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    _write_numbers(json_out, summary)
 
 
 @app.command()
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A study folder with candidates.")
-@click.option("--verifier", "verifier_spec", required=True, help="Registered verifier, e.g. emma or vqascore:MODEL.")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Verifier option (YAML value), repeatable.")
-def verify(run_dir: Path, verifier_spec: str, options: tuple[str, ...]) -> None:
+@run_option("A study folder with candidates.")
+@click.option("--verifier", "verifier_spec", required=True, metavar="SPEC", help="Registered verifier, e.g. emma or vqascore:MODEL.")
+@click.option("--label", default=None, metavar="NAME", help="Name of another verifier's scores (default: its spec): scores_<label>.jsonl.")
+@plugin_options("verifier")
+@json_option("the summary")
+def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_options: tuple[str, ...], json_out: Optional[Path]) -> None:
     """Score every candidate of a study once (resumable); another verifier writes scores_<label>.jsonl."""
+    from bon.runfolder import RunFolder
     from verifiers.cli_support import verify_command
 
-    summary = verify_command(run_dir, verifier_spec, _parse_options(options))
+    RunFolder(run_dir, create=False)
+    options = parse_options(verifier_options, "--verifier-option")
+    if label:
+        options["label"] = label
+    check_output_file(json_out)
+    summary = verify_command(run_dir, verifier_spec, options)
     out.print(", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, (dict, list))))
     if summary.get("missing_reasons"):
         out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
+    _write_numbers(json_out, summary)
 
 
-def _study_judge_and_strategy(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...]):
+def _judge_label(spec: str, label: Optional[str], options: dict[str, Any]) -> str:
+    """Picks and curves are filed under the judge's label: ``--label``, else the spec plus any options."""
+    if label:
+        return label
+    return spec + ("[" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + "]" if options else "")
+
+
+def _study_judge_and_strategy(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...],
+                              strategy_spec: str, strategy_options: tuple[str, ...]):
+    """Everything ``select`` and ``curve`` need, checked before anything is written."""
     from bon import registry
-    from bon.store import JudgmentStore
     from bon.study import load_study
 
+    judge_opts = parse_options(judge_options, "--judge-option")
+    strategy_opts = parse_options(strategy_options, "--strategy-option")
     study = load_study(run_dir)
-    judge = study.judge(judge_spec)
-    strategy = registry.create("strategy", strategy_spec, **_parse_options(options))
-    return study, judge, strategy, JudgmentStore(study.run.store)
+    study.run.check_writable()  # picks, curves and the store are written there
+    judge = study.judge(judge_spec, judge_opts, label=_judge_label(judge_spec, label, judge_opts))
+    strategy = registry.create("strategy", strategy_spec, **strategy_opts)
+    return study, judge, strategy
+
+
+def _check_n(n: Optional[int], study_n: int) -> Optional[int]:
+    """``--n``: 2 ≤ n ≤ the study's N; n = N is the study itself (no suffix on the picks file)."""
+    if n is None or n == study_n:
+        return None
+    if n < 2 or n > study_n:
+        raise BonError(f"--n {n}: must be between 2 and the study's N = {study_n} (candidates per prompt)")
+    return n
+
+
+def _open_store(study, command: str):
+    from bon.store import JudgmentStore
+
+    return JudgmentStore(study.run.store, command=command)
 
 
 @app.command()
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A finished study folder.")
-@click.option("--judge", "judge_spec", required=True, help="A judge label of the study, or a registered judge spec.")
-@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, help="knockout, round-robin, pointwise...")
-@click.option("--n", "n", type=click.IntRange(min=1), default=None, help="Use only the first n candidates of each prompt.")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Strategy option, e.g. aggregate=borda.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write calls and picks as JSON.")
-def select(run_dir: Path, judge_spec: str, strategy_spec: str, n: Optional[int], options: tuple[str, ...], json_out: Optional[Path]) -> None:
+@run_option("A finished study folder.")
+@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study.")
+@click.option("--label", default=None, metavar="NAME", help="The judge's label in picks and tables (default: the spec).")
+@plugin_options("judge")
+@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME", help="knockout, round-robin, pointwise...")
+@plugin_options("strategy", "Strategy option, e.g. aggregate=borda (YAML value), repeatable.")
+@click.option("--n", "n", type=int, default=None, metavar="N", help="Use only the first n candidates of each prompt (2 ≤ n ≤ N).")
+@json_option("calls, results and picks")
+def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
+           strategy_options: tuple[str, ...], n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
     from bon.referee import Referee
-    from bon.runfolder import write_json, write_text
+    from bon.runfolder import write_text
     from bon.stages.analyse import results_table
     from bon.stages.select import select as select_stage
+    from bon.stages.select import strategy_label
 
-    study, judge, strategy, store = _study_judge_and_strategy(run_dir, judge_spec, strategy_spec, options)
+    study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
+    n = _check_n(n, study.cfg.n)
+    check_output_file(json_out)
     candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
+    store = _open_store(study, "select")
     try:
-        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage="select")
         started = time.perf_counter()
         picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
         wall = time.perf_counter() - started
     finally:
         store.close()
-    label = f"{judge.name}__{strategy.name}" + (f"__n{n}" if n else "")
-    write_text(study.run.root / "picks" / f"{label}.jsonl", "".join(json.dumps(p) + "\n" for p in picks))
+    strategy_name = strategy_label(strategy)
+    picks_file = study.run.picks_file(judge.name, strategy_name, n)
+    write_text(picks_file, "".join(json.dumps(p) + "\n" for p in picks))
     table = results_table(picks, study.scores, {}, n or study.cfg.n)
     s = referee.stats
     out.print(f"{'task':<12}{'generator':<11}{'BoN score':>10}{'random':>8}{'oracle':>8}{'calls':>8}")
     for r in table.itertuples():
         out.print(f"{r.task:<12}{r.generator:<11}{_fmt(r.bon_score):>10}{_fmt(r.random_score):>8}{_fmt(r.oracle_score):>8}{r.judge_calls:>8}")
-    out.print(f"{judge.name} / {strategy.name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
-              f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s")
-    if json_out:
-        write_json(json_out, {"judge": judge.name, "strategy": strategy.name, "n": n or study.cfg.n,
+    out.print(f"{judge.name} / {strategy_name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
+              f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
+    _write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
                               "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
-                              "results": table.to_dict(orient="records"), "picks": picks})
+                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
 
 
 @app.command()
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A finished study folder.")
-@click.option("--judge", "judge_spec", required=True, help="A judge label of the study, or a registered judge spec.")
-@click.option("--strategy", "strategy_spec", default="knockout", show_default=True)
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Strategy option.")
-@click.option("--subsets", type=click.IntRange(min=1), default=20, show_default=True, help="Random n-subsets per prompt.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write the curve as JSON.")
-def curve(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...], subsets: int, json_out: Optional[Path]) -> None:
+@run_option("A finished study folder.")
+@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study.")
+@click.option("--label", default=None, metavar="NAME", help="The judge's label in the curve file (default: the spec).")
+@plugin_options("judge")
+@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME", help="knockout, round-robin, pointwise...")
+@plugin_options("strategy")
+@click.option("--subsets", type=click.IntRange(min=1), default=20, metavar="K", show_default=True, help="Random n-subsets per prompt.")
+@json_option("the curve")
+def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
+          strategy_options: tuple[str, ...], subsets: int, json_out: Optional[Path]) -> None:
     """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
     from bon.referee import Referee
     from bon.runfolder import write_json
     from bon.stages.curves import bon_curve
+    from bon.stages.select import strategy_label
 
-    study, judge, strategy, store = _study_judge_and_strategy(run_dir, judge_spec, strategy_spec, options)
+    study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
+    check_output_file(json_out)
+    store = _open_store(study, "curve")
     try:
-        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage="curve")
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
     finally:
         store.close()
@@ -174,19 +278,21 @@ def curve(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str
     for r in rows:
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
                   f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}")
-    record = {"judge": judge.name, "strategy": strategy.name, "subsets": subsets, "curve": rows}
-    write_json(study.run.root / "curves" / f"{judge.name}__{strategy.name}.json", record)  # the report draws these
-    if json_out:
-        write_json(json_out, record)
+    strategy_name = strategy_label(strategy)
+    record = json_safe({"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows})
+    write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
+    _write_numbers(json_out, record)
 
 
 @app.command("plugins")
-def plugins() -> None:
+@json_option("the lists")
+def plugins(json_out: Optional[Path]) -> None:
     """List the registered generators, judges, verifiers, strategies and suites."""
     from bon import registry
 
+    check_output_file(json_out)
     plural = {"strategy": "strategies"}
-    for kind in registry.KINDS:
-        out.print(f"[bold]{plural.get(kind, kind + 's')}[/]: {', '.join(registry.names(kind))}")
-
-
+    listing = {plural.get(kind, kind + "s"): registry.names(kind) for kind in registry.KINDS}
+    for kind, names in listing.items():
+        out.print(f"[bold]{kind}[/]: {', '.join(names)}")
+    _write_numbers(json_out, listing)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from bon.content import Candidate, Prompt
 from bon.referee import Referee
 from bon.selection import Strategy, run_selection
+
+
+def strategy_label(strategy: Strategy) -> str:
+    """The strategy's name plus every setting that differs from its default (``round-robin-borda``),
+    so picks of two settings never share a label or a file, and the default keeps the plain name."""
+    try:
+        defaults = {k: p.default for k, p in inspect.signature(type(strategy)).parameters.items()}
+    except (TypeError, ValueError):
+        defaults = {}
+    settings = {k: v for k, v in strategy.identity().items() if k != "name"}
+    return "-".join([strategy.name, *(str(v) for k, v in settings.items() if defaults.get(k) != v)])
 
 
 def select(
@@ -21,6 +33,6 @@ def select(
     picks = run_selection(strategy, referee, groups, seed=seed)
     tasks = {p.id: p.task for p in prompts}
     return [
-        {"judge": referee.judge.name, "strategy": strategy.name, "task": tasks[pk.prompt_id], **pk.as_dict()}
+        {"judge": referee.judge.name, "strategy": strategy_label(strategy), "task": tasks[pk.prompt_id], **pk.as_dict()}
         for pk in picks
     ]

@@ -99,7 +99,7 @@ def _hub_rows(benchmark: str, dataset: str, split: str | None, config: str | Non
         import datasets
     except ImportError:
         raise BonError(f"{benchmark}: reading {dataset} from the Hub needs the datasets package "
-                       "(pip install 'bon[datasets]'), or give path: to a local copy") from None
+                       "(pip install '.[datasets]'), or give path: to a local copy") from None
     kw: dict[str, Any] = {}
     if revision:
         kw["revision"] = revision
@@ -196,7 +196,7 @@ def _arrow_files(benchmark: str, files: list[Path], image_columns: tuple[str, ..
     try:
         import datasets
     except ImportError:
-        raise BonError(f"{benchmark}: reading .arrow files needs the datasets package (pip install 'bon[datasets]')") from None
+        raise BonError(f"{benchmark}: reading .arrow files needs the datasets package (pip install '.[datasets]')") from None
     parts = [datasets.Dataset.from_file(str(f)) for f in files]
     ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
     return _from_dataset(ds, image_columns, str(files[0].parent))
@@ -206,7 +206,7 @@ def _arrow_dir(benchmark: str, path: Path, split: str | None, image_columns: tup
     try:
         import datasets
     except ImportError:
-        raise BonError(f"{benchmark}: reading a saved dataset needs the datasets package (pip install 'bon[datasets]')") from None
+        raise BonError(f"{benchmark}: reading a saved dataset needs the datasets package (pip install '.[datasets]')") from None
     try:
         ds = datasets.load_from_disk(str(path))
     except Exception as exc:  # noqa: BLE001
