@@ -25,7 +25,6 @@ from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
-from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
@@ -103,10 +102,9 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
-    results = results_table(picks, scores, accuracies, cfg.n)
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
-    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
+    return analyse(run, cfg, timings, judge_stats, pair_counts, stopped, provenance)
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
@@ -219,17 +217,14 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     return accuracy, detail
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict,
+def analyse(run: RunFolder, cfg: StudyConfig, timings: dict, judge_stats: dict, pair_counts: dict,
             stopped: str | None = None, provenance: dict | None = None) -> StudyOutcome:
-    from analysis.correlation import correlation_table
-    from analysis.full_report import build_report
-    from analysis.plots import correlation_figure
-    from analysis.report import write_report
+    """Record the run's statistics, then write the report bundle (read back from the run folder, so
+    ``bon report`` on the same folder gives the same numbers; no judge call)."""
+    from analysis.bon_metrics import RESULT_COLUMNS
+    from analysis.bundle import compute
+    from analysis.report import empty_report, write_report
 
-    correlations = correlation_table(results)
-    results.to_csv(run.results, index=False, float_format="%.6g")
-    correlations.to_csv(run.correlations, index=False, float_format="%.6g")
-    correlation_figure(results, correlations, run.figure)
     stats = {
         "judges": judge_stats,
         "strategy": cfg.strategy.name,
@@ -242,24 +237,16 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "versions": library_versions(),
     }
     write_json(run.stats, stats)
-    context = {
-        "seed": cfg.seed,
-        "n": cfg.n,
-        "strategy": cfg.strategy.name,
-        "generators": [g.label for g in cfg.generators],
-        "judges": [j.label for j in cfg.judges],
-        "verifier": cfg.verifier.label,
-        "preference_pairs": pair_counts,
-        "timings_s": timings,
-        "versions": stats["versions"],
-        "stats": judge_stats,
-    }
-    write_report(run.root, results, correlations, context)
-    try:  # intervals, leaderboard, report.html: read from the files just written, never a judge call
-        build_report(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
-    except BonError as exc:
-        note(f"[bold yellow]report.html skipped[/]: {exc}")
-    return StudyOutcome(run, results, correlations, stats, stopped)
+    try:
+        bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
+    except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
+        results = pd.DataFrame(columns=RESULT_COLUMNS)
+        write_text(run.results, results.to_csv(index=False))
+        write_text(run.report, empty_report(stats, str(exc)))
+        return StudyOutcome(run, results, pd.DataFrame(columns=["task", "generator", "n_judges", "pearson_r",
+                                                                  "spearman_rho"]), stats, stopped)
+    write_report(bundle, run)
+    return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
 
 
 def _json_line(record: dict[str, Any]) -> str:

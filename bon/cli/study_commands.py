@@ -124,7 +124,7 @@ def select(run_dir: Path, judge_spec: str, strategy_spec: str, n: Optional[int],
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
     from bon.referee import Referee
     from bon.runfolder import write_json, write_text
-    from bon.stages.analyse import results_table
+    from analysis.bon_metrics import results_table
     from bon.stages.select import select as select_stage
 
     study, judge, strategy, store = _study_judge_and_strategy(run_dir, judge_spec, strategy_spec, options)
