@@ -44,7 +44,8 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
     try:
         scores = pd.read_csv(scores_csv, comment="#")
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise BonError(f"{scores_csv}: cannot read the scores ({getattr(exc, 'strerror', None) or exc})") from None
+        why = getattr(exc, "strerror", None) or " ".join(str(exc).split())
+        raise BonError(f"{scores_csv}: cannot read the scores ({why})") from None
     missing = [c for c in SCORE_COLUMNS if c not in scores.columns]
     if missing:
         raise BonError(f"{scores_csv}: lacks column(s) {', '.join(missing)} "

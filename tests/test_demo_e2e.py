@@ -161,3 +161,40 @@ def test_statistical_report_and_its_commands(demo_run, tmp_path, capsys):
     assert main(["figure", "--scores", str(scores), "--out", str(tmp_path / "fig")]) == 0
     assert (tmp_path / "fig" / "figure.png").stat().st_size > 0 and (tmp_path / "fig" / "figure.svg").exists()
     assert len(pd.read_csv(tmp_path / "fig" / "correlations.csv")) >= 1
+
+
+def test_bad_analysis_commands_leave_the_demo_folder_byte_identical(demo_run, tmp_path, monkeypatch, capsys):
+    import hashlib
+    import os
+    from pathlib import Path
+
+    def snapshot():
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(demo_run.rglob("*")) if p.is_file()}
+
+    before = snapshot()
+    bad = [["report", "--run", str(demo_run), "--accuracies", "published"],
+           ["report", "--run", str(demo_run), "--accuracies", str(tmp_path / "absent.csv")],
+           ["leaderboard", "--run", str(demo_run), "--task", "t2i", "--generator", "nobody"],
+           ["power", "--run", str(demo_run), "--task", "nothing"],
+           ["figure", "--scores", str(demo_run / "stats.json"), "--out", str(tmp_path / "f")],
+           ["compare", "--run", str(demo_run)]]
+    for args in bad:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("bon: error:") and "\n" not in err, (args, err)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if mode == os.W_OK and Path(p) == demo_run
+                        else real(p, mode, **kw))
+    assert main(["report", "--run", str(demo_run)]) == 2
+    assert "not writable" in capsys.readouterr().err
+    assert snapshot() == before
+
+
+def test_every_json_file_of_the_demo_is_strict(demo_run):
+    def refuse(name):
+        raise ValueError(name)
+
+    files = list(demo_run.rglob("*.json"))
+    assert len(files) > 10
+    for path in files:
+        json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
