@@ -37,7 +37,7 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
     from analysis.html_report import render_run
 
     out.require_writable()
-    bundle.figures = draw_figures(out.figures, bundle)
+    bundle.figures = draw_figures(out, bundle)
     written: dict[str, Path] = {}
     for name, table in bundle.tables().items():
         written[name] = getattr(out, name)
@@ -48,18 +48,18 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
     return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
 
 
-def draw_figures(folder: Path, b: ReportBundle) -> dict[str, list[Path]]:
-    """The report's figures, PNG and SVG, under ``folder``."""
+def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
+    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
     out: dict[str, list[Path]] = {}
-    png = correlation_figure(b.metrics, folder / "correlation.png", intervals=b.correlations, formats=("png", "svg"),
+    png = correlation_figure(b.metrics, folder.figure, intervals=b.correlations, formats=("png", "svg"),
                              note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed))
     out["correlation"] = [png, png.with_suffix(".svg")]
     if not b.leaderboards.empty:
-        out["reranker"] = reranker_figure(b.leaderboards, folder / "reranker.png")
+        out["reranker"] = reranker_figure(b.leaderboards, folder.figure_file("reranker"))
     if b.curves is not None and not b.curves.empty:
-        out["curves"] = bon_curves_figure(b.curves, folder / "curves.png")
+        out["curves"] = bon_curves_figure(b.curves, folder.figure_file("curves"))
     if b.power:
-        out["power"] = power_figure(b.power["grid"], folder / "power.png", b.power["width"])
+        out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
     return out
 
 

@@ -26,10 +26,9 @@ from scipy.stats import norm
 from analysis.plots import PLOT_COLUMNS, correlation_figure
 from analysis.statistics import accuracy_axis, correlation_intervals, match_judges, settings_from_scores
 from bon.errors import BonError
-from bon.runfolder import write_text
+from bon.runfolder import RunFolder, write_text
 
 SCORE_COLUMNS = ("task", "generator", "judge", "bon_score")
-FIGURE_NAME = "figure"
 
 
 def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: Path | None = None,
@@ -37,8 +36,8 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
     """``bon figure --scores CSV [--accuracies published|FILE] [--out DIR]``: the paper-style figure for a
     user's Best-of-N scores (CSV format in the module doc) against published or supplied judge accuracies.
 
-    Writes ``DIR/figure.png``, ``DIR/figure.svg`` and ``DIR/correlations.csv`` (default DIR: ``<stem>_figure``
-    beside the CSV); returns their paths, the judges matched and those left out (no accuracy for them).
+    Writes ``DIR/figures/correlation.png`` and ``.svg`` and ``DIR/correlations.csv``, named as in a run folder
+    (default DIR: ``<stem>_figure`` beside the CSV); returns their paths, the judges matched and those left out (no accuracy for them).
     """
     scores_csv = Path(scores_csv)
     try:
@@ -84,17 +83,17 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
         se = pd.to_numeric(results["bon_sd"], errors="coerce") / np.sqrt(pd.to_numeric(results["n_prompts"], errors="coerce"))
         z = float(norm.ppf(0.5 + level / 2))
         results = results.assign(bon_lo=results["bon_score"] - z * se, bon_hi=results["bon_score"] + z * se)
-    folder = Path(out) if out else scores_csv.with_name(scores_csv.stem + "_figure")
     y_noise = "prompts (normal, from bon_sd / sqrt(n_prompts))" if {"n_prompts", "bon_sd"} <= set(scores.columns) else \
         "none (add n_prompts and bon_sd columns)"
     note = (f"Accuracies: {axis.label}. Intervals: 95% bias-corrected bootstrap over judges and MMRB2 pairs; "
             f"BoN noise: {y_noise}; "
             f"{bootstrap} replicates, seed {seed}.")
     extra = [c for c in ("acc_lo", "acc_hi", "bon_lo", "bon_hi") if c in results.columns]
-    png = correlation_figure(results[[*PLOT_COLUMNS, *extra]], folder / f"{FIGURE_NAME}.png",
+    folder = RunFolder(Path(out) if out else scores_csv.with_name(scores_csv.stem + "_figure"))
+    png = correlation_figure(results[[*PLOT_COLUMNS, *extra]], folder.figure,
                              intervals=correlations, formats=("png", "svg"), note=note,
                              x_label="MMRB2 accuracy of the judge (%, published)" if accuracies == "published" else None)
-    corr_path = folder / "correlations.csv"
+    corr_path = folder.correlations
     write_text(corr_path, correlations.to_csv(index=False, float_format="%.6g"))
     return {"png": png, "svg": png.with_suffix(".svg"), "correlations": corr_path, "matched": matched,
             "left_out": left_out, "table": correlations}

@@ -61,6 +61,7 @@ from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile
                                   weighted_means)
 from bon.content import slug
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
 
 STATS = ("pearson", "spearman", "kendall")
@@ -383,7 +384,7 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
     """Accuracies from the run's own preference set: ``mmrb2/<task>.json`` and
     ``mmrb2/judgments/<judge>/<task>.json``. ``judges`` (names as in picks.jsonl) maps the folder
     names, which are slugs, back to judge names."""
-    root = Path(run_dir) / "mmrb2"
+    root = RunFolder(Path(run_dir), existing=True).mmrb2
     if not root.is_dir():
         raise BonError(f"{root}: no preference set in this run folder")
     names = {slug(j): j for j in (judges or [])}

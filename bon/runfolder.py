@@ -59,7 +59,11 @@ class RunFolder:
     report_html = property(lambda self: self.root / "report.html")
     report_json = property(lambda self: self.root / "report.json")
     figures = property(lambda self: self.root / "figures")
-    figure = property(lambda self: self.root / "figures" / "correlation.png")
+    figure = property(lambda self: self.figure_file("correlation"))
+
+    def figure_file(self, name: str) -> Path:
+        """A figure's PNG; its SVG sits beside it."""
+        return self.figures / f"{name}.png"
 
     def candidates_dir(self, generator: str) -> Path:
         return self.root / "candidates" / slug(generator)

@@ -1,7 +1,6 @@
 """The demo study end to end at a small size: files, call counts, resume, and bad input."""
 
 import json
-import math
 
 import pandas as pd
 import pytest
@@ -159,7 +158,8 @@ def test_statistical_report_and_its_commands(demo_run, tmp_path, capsys):
     judges = ["Gemma 3 4B", "Gemma 3 27B", "Qwen2.5-VL-72B", "Qwen3-VL-8B", "GPT-4o"]
     pd.DataFrame({"task": "t2i", "generator": "mine", "judge": judges, "bon_score": [0.50, 0.55, 0.58, 0.61, 0.57]}).to_csv(scores, index=False)
     assert main(["figure", "--scores", str(scores), "--out", str(tmp_path / "fig")]) == 0
-    assert (tmp_path / "fig" / "figure.png").stat().st_size > 0 and (tmp_path / "fig" / "figure.svg").exists()
+    assert (tmp_path / "fig" / "figures" / "correlation.png").stat().st_size > 0
+    assert (tmp_path / "fig" / "figures" / "correlation.svg").exists()
     assert len(pd.read_csv(tmp_path / "fig" / "correlations.csv")) >= 1
 
 

@@ -117,7 +117,7 @@ def test_published_accuracy_figure_for_user_scores(tmp_path: Path) -> None:
                          "random_score": 0.5, "oracle_score": 0.95, "n_prompts": 200, "bon_sd": 0.25})
     pd.DataFrame(rows).to_csv(csv, index=False)
     out = scores_figure(csv, "published", bootstrap=200)
-    assert out["png"] == tmp_path / "my_scores_figure" / "figure.png"
+    assert out["png"] == tmp_path / "my_scores_figure" / "figures" / "correlation.png"
     assert out["png"].exists() and out["svg"].exists() and out["correlations"].exists()
     assert out["matched"]["GPT-5"] == "GPT-5" and out["matched"]["qwen2.5-vl-72b"] == "Qwen2.5-VL-72B"
     assert out["matched"]["gemini 2.5 pro"] == "Gemini 2.5 Pro"

@@ -108,7 +108,7 @@ def test_figure_from_bons_own_files(reported: Path, tmp_path: Path, capsys) -> N
     out = tmp_path / "fig"
     assert main(["figure", "--scores", str(reported / "results.csv"), "--accuracies", str(reported / "accuracies.csv"),
                  "--out", str(out)]) == 0
-    assert (out / "figure.png").stat().st_size > 10_000 and (out / "figure.svg").exists()
+    assert (out / "figures" / "correlation.png").stat().st_size > 10_000 and (out / "figures" / "correlation.svg").exists()
     table = pd.read_csv(out / "correlations.csv")
     assert (table[table.scope == "setting"].n_judges == 6).all()
     pd.read_csv(reported / "results.csv").drop(columns="bon_score").to_csv(tmp_path / "bad.csv", index=False)

@@ -129,7 +129,7 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
 @click.option("--accuracies", default="published", show_default=True,
               help="published (the MMRB2 paper's table) or a CSV with judge, task, accuracy (e.g. a run's accuracies.csv).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Output folder for figure.png, figure.svg and correlations.csv (default: <scores stem>_figure/ beside the CSV).")
+              help="Output folder for figures/correlation.png|svg and correlations.csv (default: <scores stem>_figure/ beside the CSV).")
 def figure(scores_csv: Path, accuracies: str, out_dir: Optional[Path]) -> None:
     """The paper's correlation figure for your own Best-of-N scores."""
     from analysis.scores_figure import scores_figure
