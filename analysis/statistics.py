@@ -456,7 +456,7 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
     try:
         table = pd.read_csv(path, comment="#")
     except FileNotFoundError:
-        raise BonError(f"{path}: published accuracy table not found") from None
+        raise BonError(f"{path}: accuracy table not found") from None
     missing = {"judge", "task", "accuracy"} - set(table.columns)
     if missing:
         raise BonError(f"{path}: lacks column(s) {', '.join(sorted(missing))}")
