@@ -21,7 +21,7 @@ import yaml
 from analysis.bon_metrics import bon_metrics, load_prompt_level, results_view, run_n, with_accuracies
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
-from analysis.statistics import (ACCURACY_COLUMNS, JudgeAxis, accuracy_axis, correlation_intervals, run_judge_axis,
+from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, accuracy_axis, correlation_intervals, run_judge_axis,
                                  settings_from_prompts)
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
@@ -140,8 +140,7 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
         try:
             return run_judge_axis(run_dir, judges, exclude_sources)
         except BonError:
-            return JudgeAxis("no preference set in this run", pd.DataFrame(columns=ACCURACY_COLUMNS[:3] + [
-                "n_pairs", "n_judgements", "source"]))
+            return JudgeAxis("no preference set in this run", pd.DataFrame(columns=AXIS_COLUMNS))
     return accuracy_axis(accuracies, run_dir, judges)
 
 

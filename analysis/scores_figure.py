@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from analysis.bundle import MIN_CORRELATION_JUDGES
 from analysis.plots import PLOT_COLUMNS, correlation_figure
 from analysis.statistics import accuracy_axis, correlation_intervals, match_judges, settings_from_scores
 from bon.errors import BonError
@@ -76,6 +77,10 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
         if c not in scores.columns:
             scores[c] = np.nan
     correlations = correlation_intervals(settings_from_scores(scores), axis, bootstrap=bootstrap, seed=seed, level=level)
+    most = int(correlations["n_judges"].max()) if len(correlations) else 0
+    if most < MIN_CORRELATION_JUDGES:
+        raise BonError(f"{scores_csv}: at most {most} judge(s) per setting have an accuracy in {axis.label}; "
+                       f"a correlation needs {MIN_CORRELATION_JUDGES}")
     acc = axis.with_intervals(bootstrap, seed, level)
     results = scores.merge(acc[["judge", "task", "accuracy", "acc_lo", "acc_hi"]].rename(
         columns={"accuracy": "mmrb2_accuracy"}), on=["judge", "task"], how="left")

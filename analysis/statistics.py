@@ -70,6 +70,7 @@ RESAMPLE_ALL = ("judges", "prompts", "pairs")
 EXACT_PERMUTATION_MAX_JUDGES = 8
 MIN_JUDGES = 5
 PUBLISHED_CSV = Path(__file__).parent / "data" / "mmrb2_published.csv"
+AXIS_COLUMNS = ["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"]  # a JudgeAxis table
 ACCURACY_COLUMNS = ["judge", "task", "accuracy", "acc_lo", "acc_hi", "n_pairs", "n_judgements", "source"]
 
 
@@ -350,7 +351,7 @@ def _axis_from_outcomes(label: str, outcomes: dict[str, PairOutcomes], source: s
             evaluated = int((out.counted[j] > 0).sum())
             rows.append({"judge": judge, "task": task, "accuracy": acc[j], "n_pairs": evaluated,
                          "n_judgements": int(out.counted[j].sum()), "source": source})
-    table = pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"])
+    table = pd.DataFrame(rows, columns=AXIS_COLUMNS)
     return JudgeAxis(label, table, outcomes, excluded or {})
 
 
@@ -471,7 +472,7 @@ def published_judge_axis(path: Path | None = None) -> JudgeAxis:
         table["n_pairs"] = np.nan
     table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
     table["source"] = table.get("source", pd.Series("published", index=table.index))
-    return JudgeAxis("published (MMRB2 paper)", table[["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"]]
+    return JudgeAxis("published (MMRB2 paper)", table[AXIS_COLUMNS]
                      .reset_index(drop=True))
 
 

@@ -93,7 +93,7 @@ def strict(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, (str, int, bool)) or value is None:
         return value
-    return str(value)
+    return None if type(value).__name__ in ("NAType", "NaTType") else str(value)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -114,6 +114,12 @@ def test_figure_from_bons_own_files(reported: Path, tmp_path: Path, capsys) -> N
     pd.read_csv(reported / "results.csv").drop(columns="bon_score").to_csv(tmp_path / "bad.csv", index=False)
     assert main(["figure", "--scores", str(tmp_path / "bad.csv"), "--out", str(out)]) == 2
     one_line_error(capsys, "bad.csv", "bon_score")
+    results = pd.read_csv(reported / "results.csv")
+    results[results.judge.isin(["judge-0", "judge-1"])].to_csv(tmp_path / "few.csv", index=False)
+    assert main(["figure", "--scores", str(tmp_path / "few.csv"), "--accuracies", str(reported / "accuracies.csv"),
+                 "--out", str(tmp_path / "few")]) == 2
+    one_line_error(capsys, "a correlation needs 3")
+    assert not (tmp_path / "few").exists()
 
 
 def test_power_on_degenerate_runs_is_one_line(tmp_path: Path, capsys) -> None:
