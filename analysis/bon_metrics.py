@@ -34,6 +34,7 @@ import yaml
 
 from bon.content import TASKS, read_jsonl
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
 
 ScoreKey = tuple[str, str, int]
@@ -45,6 +46,11 @@ METRIC_COLUMNS = [
     "gain", "gain_lo", "gain_hi", "recovery", "recovery_lo", "recovery_hi", "win_rate", "win_lo", "win_hi",
     "mean_rank", "norm_rank", "oracle_hit", "unscored_picks", "judge_calls", "calls_per_prompt", "missing_verdicts",
 ]
+# results.csv: the study's headline table, a view of the metrics table (its columns and row order are a contract)
+RESULT_COLUMNS = [
+    "task", "generator", "judge", "strategy", "mmrb2_accuracy", "bon_score", "random_score", "oracle_score",
+    "judge_calls", "missing_verdicts", "prompts", "n", "unscored_picks",
+]
 
 
 # --- reading a run folder -----------------------------------------------------------------------
@@ -52,7 +58,7 @@ METRIC_COLUMNS = [
 
 def load_picks(run_dir: Path) -> list[dict[str, Any]]:
     """The run's ``picks.jsonl`` records (see :mod:`bon.stages.select`)."""
-    path = Path(run_dir) / "picks.jsonl"
+    path = RunFolder(Path(run_dir), existing=True).picks
     if not path.exists():
         raise BonError(f"{path}: no picks; is {run_dir} a finished study folder?")
     return [rec for _, rec in read_jsonl(path)]
@@ -60,7 +66,7 @@ def load_picks(run_dir: Path) -> list[dict[str, Any]]:
 
 def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
     """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
-    path = Path(run_dir) / "scores.jsonl"
+    path = RunFolder(Path(run_dir), existing=True).scores
     if not path.exists():
         raise BonError(f"{path}: no verifier scores; is {run_dir} a finished study folder?")
     return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)}
@@ -68,7 +74,7 @@ def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
 
 def run_n(run_dir: Path) -> int | None:
     """Candidates per prompt from the run's ``config.yaml`` (None when it cannot be read)."""
-    path = Path(run_dir) / "config.yaml"
+    path = RunFolder(Path(run_dir), existing=True).config
     try:
         study = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("study") or {}
         return int(study["n"])
@@ -212,18 +218,7 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
         return pd.DataFrame(columns=METRIC_COLUMNS)
     rows = []
     for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
-        w = prompt_weights(seed, task, gen, len(pids), bootstrap)
-        mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
-        bon_b = weighted_means(mats["pick_score"], w)
-        rnd_b = weighted_means(mats["random_score"], w)
-        orc_b = weighted_means(mats["oracle_score"], w)
-        win_b = weighted_means(mats["win"], w)
-        gain_b = bon_b - rnd_b
-        with np.errstate(invalid="ignore", divide="ignore"):
-            span = orc_b - rnd_b
-            rec_b = np.where(np.abs(span) > 1e-12, gain_b / np.where(np.abs(span) > 1e-12, span, 1.0), np.nan)
-        ci = {name: percentile_ci(rep, level) for name, rep in
-              (("bon", bon_b), ("gain", gain_b), ("recovery", rec_b), ("win", win_b))}
+        ci = _setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
         for j, judge in enumerate(judges):
             mine = sub[sub.judge == judge]
             bon = _mean(mine["pick_score"])
@@ -249,6 +244,49 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
                 "missing_verdicts": int(mine["missing"].sum()),
             })
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+def _setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
+                       bootstrap: int, level: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates)."""
+    if bootstrap <= 0:
+        nan = np.full(len(judges), np.nan)
+        return {name: (nan, nan) for name in ("bon", "gain", "recovery", "win")}
+    w = prompt_weights(seed, task, gen, len(pids), bootstrap)
+    mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
+    bon_b, rnd_b, orc_b, win_b = (weighted_means(mats[c], w) for c in ("pick_score", "random_score", "oracle_score", "win"))
+    gain_b = bon_b - rnd_b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        span = orc_b - rnd_b
+        rec_b = np.where(np.abs(span) > 1e-12, gain_b / np.where(np.abs(span) > 1e-12, span, 1.0), np.nan)
+    return {name: percentile_ci(rep, level) for name, rep in
+            (("bon", bon_b), ("gain", gain_b), ("recovery", rec_b), ("win", win_b))}
+
+
+def with_accuracies(metrics: pd.DataFrame, accuracies: pd.DataFrame) -> pd.DataFrame:
+    """The metrics table with each judge's accuracy on its task (``mmrb2_accuracy``, ``acc_lo``, ``acc_hi``)."""
+    cols = [c for c in ("judge", "task", "accuracy", "acc_lo", "acc_hi") if c in accuracies.columns]
+    acc = accuracies[cols].drop_duplicates(["judge", "task"]).rename(columns={"accuracy": "mmrb2_accuracy"})
+    return metrics.merge(acc, on=["judge", "task"], how="left")
+
+
+def results_view(metrics: pd.DataFrame) -> pd.DataFrame:
+    """``results.csv``: one row per (task, generator, judge, strategy), judges in name order within a setting."""
+    table = metrics.copy()
+    if "mmrb2_accuracy" not in table.columns:
+        table["mmrb2_accuracy"] = math.nan
+    order = {t: i for i, t in enumerate(TASKS)}
+    table = table.assign(_o=table["task"].map(lambda t: order.get(t, len(order))))
+    table = table.sort_values(["_o", "task", "generator", "judge", "strategy"], kind="stable")
+    return table[RESULT_COLUMNS].reset_index(drop=True)
+
+
+def results_table(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
+                  accuracies: Mapping[str, Mapping[str, float]], n: int) -> pd.DataFrame:
+    """:func:`results_view` straight from picks and scores (no intervals); ``accuracies``: judge -> task -> %."""
+    metrics = bon_metrics(prompt_level(list(picks), scores, n), bootstrap=0, n=n)
+    metrics["mmrb2_accuracy"] = [accuracies.get(j, {}).get(t, math.nan) for j, t in zip(metrics["judge"], metrics["task"])]
+    return results_view(metrics)
 
 
 def run_metrics(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:

@@ -21,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.bon_metrics import task_order
+from analysis.bundle import ReportBundle, compute
 from analysis.plots import TASK_TITLES
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
+from bon.runfolder import RunFolder, write_text
 
 THUMB = 112  # px, longest side of a candidate thumbnail
 
@@ -256,28 +258,6 @@ def content_html(content: Any, base: Path, size: int = THUMB, max_text: int = 22
 # --- the run report ---------------------------------------------------------------------------------
 
 
-def write_html_report(run_dir: Path, bundle: Mapping[str, Any] | None = None, out: Path | None = None,
-                      sample_prompts: int = 1) -> Path:
-    """Write ``run_dir/report.html`` (or ``out``) from :func:`analysis.full_report.compute`'s bundle,
-    computing it (and drawing the figures into ``run_dir/figures``) when not given."""
-    run_dir = Path(run_dir)
-    if bundle is None:
-        from analysis.full_report import compute
-
-        bundle = compute(run_dir)
-    page = render_run(run_dir, bundle, sample_prompts)
-    path = Path(out) if out else run_dir / "report.html"
-    _write(path, page)
-    return path
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def _page(title: str, body: str) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -361,17 +341,14 @@ def leaderboard_columns() -> list[Column]:
     ]
 
 
-def render_run(run_dir: Path, b: Mapping[str, Any], sample_prompts: int = 1) -> str:
-    corr = b.get("correlations")
-    metrics = b.get("metrics_with_acc", b.get("metrics"))
-    acc = b.get("accuracies")
-    lb = b.get("leaderboards")
-    figs = b.get("figures", {})
-    boot, seed, level = b.get("bootstrap"), b.get("seed"), b.get("level", 0.95)
-    study = b.get("study", {}) or {}
+def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
+    """``report.html`` of a bundle whose figures are drawn."""
+    run_dir = b.run_dir
+    corr, metrics, acc, lb, figs = b.correlations, b.metrics, b.accuracies, b.leaderboards, b.figures
+    boot, seed, level, study = b.bootstrap, b.seed, b.level, b.study
     title = f"Does MMRB2 accuracy predict Best-of-N gains? — {run_dir.name}"
 
-    parts = [f"<h1>Does MMRB2 accuracy predict Best-of-N gains?</h1>",
+    parts = ["<h1>Does MMRB2 accuracy predict Best-of-N gains?</h1>",
              f'<div class="muted">Run folder <code>{esc(run_dir)}</code> · report written '
              f'{esc(time.strftime("%Y-%m-%d %H:%M"))} · {esc(boot)} bootstrap replicates, seed {esc(seed)}, '
              f"{int(round(100 * float(level)))}% intervals</div>"]
@@ -408,8 +385,8 @@ def render_run(run_dir: Path, b: Mapping[str, Any], sample_prompts: int = 1) -> 
 
     # accuracy
     parts.append('<h2 id="accuracy">Judge accuracy (x axis)</h2>')
-    label = b.get("accuracy_label", "")
-    excluded = {t: s for t, s in (b.get("excluded_sources") or {}).items() if s}
+    label = b.accuracy_label
+    excluded = {t: s for t, s in b.excluded_sources.items() if s}
     parts.append(f'<p class="muted small">Source: {esc(label)}. Official MMRB2 semantics: both orders of every pair, '
                  "first sample, unanswered judgements left out; 50% is chance. Interval: pairs resampled."
                  + (f" Excluded sources: {esc(excluded)}." if excluded else "") + "</p>")
@@ -447,26 +424,25 @@ def render_run(run_dir: Path, b: Mapping[str, Any], sample_prompts: int = 1) -> 
 
     # power
     parts.append('<h2 id="power">Study size: how many judges and prompts?</h2>')
-    parts.append(_power_html(b.get("power"), figs.get("power")))
+    parts.append(_power_html(b.power, figs.get("power")))
 
     # samples
     parts.append('<h2 id="samples">Sample prompts: candidates, picks and verifier scores</h2>')
     try:
-        parts.append(samples_html(run_dir, b.get("prompts"), sample_prompts))
+        parts.append(samples_html(run_dir, b.prompts, sample_prompts))
     except (BonError, OSError, ValueError, KeyError) as exc:
         parts.append(f'<p class="muted">Samples unavailable: {esc(exc)}</p>')
 
     # method + data
     parts.append('<h2 id="method">Method</h2>' + METHOD_HTML)
     parts.append('<h2 id="data">Every number</h2>' + _downloads(b))
-    versions = (b.get("versions") or {})
+    versions = b.versions
     parts.append(f'<p class="muted small">{_study_summary(study)}<br>Versions: {esc(_inline(versions))}</p>')
     return _page(title, "\n".join(p for p in parts if p))
 
 
-def _cards(b: Mapping[str, Any]) -> str:
-    corr = b.get("correlations")
-    metrics = b.get("metrics")
+def _cards(b: ReportBundle) -> str:
+    corr, metrics = b.correlations, b.metrics
     cards = []
     if corr is not None and not corr.empty:
         pooled = corr[corr.scope == "all"]
@@ -480,8 +456,8 @@ def _cards(b: Mapping[str, Any]) -> str:
         cards.append((f"{metrics['judge'].nunique()}", "judges"))
         cards.append((f"{int(metrics.groupby(['task', 'generator'])['prompts'].max().max())}", "prompts per setting"))
         cards.append((f"{len(metrics.groupby(['task', 'generator']))}", "task × generator settings"))
-    acc = b.get("accuracies")
-    if acc is not None and not acc.empty:
+    acc = b.accuracies
+    if not acc.empty:
         cards.append((f"{int(acc.groupby('task')['n_pairs'].max().sum())}", "MMRB2-format pairs (all tasks)"))
     return '<div class="cards">' + "".join(f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
                                            for v, k in cards) + "</div>"
@@ -541,23 +517,13 @@ def _power_html(power: Mapping[str, Any] | None, fig: Sequence[Path] | None) -> 
             + "<details><summary>The grid</summary>" + html_table(records(grid), cols) + "</details>")
 
 
-def _downloads(b: Mapping[str, Any]) -> str:
-    links = []
-    for name, key in (("metrics.csv", "metrics"), ("correlations_ci.csv", "correlations"), ("accuracies.csv", "accuracies"),
-                      ("leaderboard.csv", "leaderboards")):
-        df = b.get(key)
-        if df is not None:
-            links.append(f'<a download="{name}" href="{data_uri(df.to_csv(index=False).encode(), "text/csv")}">{name}</a>')
-    power = b.get("power")
-    if power:
-        links.append(f'<a download="power.csv" href="{data_uri(power["grid"].to_csv(index=False).encode(), "text/csv")}">'
-                     "power.csv</a>")
-    payload = b.get("json")
-    if payload is not None:
-        links.append(f'<a download="report.json" href="{data_uri(json.dumps(payload).encode(), "application/json")}">'
-                     "report.json</a>")
-    return ('<p class="dl">' + "".join(links) + '</p><p class="muted small">The same files are written beside this '
-            "report in the run folder, with the figures as PNG and SVG under <code>figures/</code>.</p>")
+def _downloads(b: ReportBundle) -> str:
+    folder = RunFolder(b.run_dir, existing=True)
+    files = [(getattr(folder, name).name, df.to_csv(index=False).encode(), "text/csv") for name, df in b.tables().items()]
+    files.append((folder.report_json.name, json.dumps(b.payload()).encode(), "application/json"))
+    links = "".join(f'<a download="{esc(name)}" href="{data_uri(data, mime)}">{esc(name)}</a>' for name, data, mime in files)
+    return (f'<p class="dl">{links}</p><p class="muted small">The same files are written beside this report, with the '
+            f"figures as PNG and SVG under <code>{esc(folder.figures.name)}/</code>.</p>")
 
 
 def _study_summary(study: Mapping[str, Any]) -> str:
@@ -630,8 +596,9 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
     """Each sampled prompt with its N candidates per generator, who picked which, and the verifier's scores."""
     if prompts is None or prompts.empty or per_task <= 0:
         return '<p class="muted">No picks to show.</p>'
-    run_dir = Path(run_dir)
-    prompt_recs = {r["id"]: r for _, r in read_jsonl(run_dir / "prompts.jsonl")} if (run_dir / "prompts.jsonl").exists() else {}
+    run = RunFolder(Path(run_dir), existing=True)
+    run_dir = run.root
+    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)} if run.prompts.exists() else {}
     judges = list(dict.fromkeys(prompts["judge"]))
     code = {j: f"J{i + 1}" for i, j in enumerate(judges)}
     out = ['<p class="legend">Judges: ' + " ".join(f'<span class="tag">{esc(code[j])}</span>{esc(j)}' for j in judges)
@@ -640,7 +607,7 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
     gens = list(dict.fromkeys(prompts["generator"]))
     cands: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
     for gen in gens:
-        path = run_dir / "candidates" / slug(gen) / "candidates.jsonl"
+        path = run.candidates(gen)
         cands[gen] = {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)} if path.exists() else {}
     for task, pid in chosen:
         rec = prompt_recs.get(pid, {})
@@ -654,7 +621,7 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
             picks: dict[int, list[str]] = {}
             for j, idx in zip(mine["judge"], mine["index"]):
                 picks.setdefault(int(idx), []).append(j)
-            base = run_dir / "candidates" / slug(gen)
+            base = run.candidates_dir(gen)
             scores = _scores_for(run_dir, gen, pid)
             finite = [s for s in scores.values() if _finite(s)]
             best = max(finite) if finite else None
@@ -682,7 +649,7 @@ _SCORE_CACHE: dict[Path, dict[tuple[str, str], dict[int, Any]]] = {}
 
 
 def _scores_for(run_dir: Path, gen: str, pid: str) -> dict[int, Any]:
-    path = (run_dir / "scores.jsonl").resolve()
+    path = RunFolder(Path(run_dir), existing=True).scores.resolve()
     mtime = path.stat().st_mtime if path.exists() else 0
     key = Path(f"{path}@{mtime}")
     if key not in _SCORE_CACHE:
@@ -698,20 +665,19 @@ def _scores_for(run_dir: Path, gen: str, pid: str) -> dict[int, Any]:
 
 
 def compare_runs(run_a: Path, run_b: Path, out: Path | None = None, bootstrap: int = 1000, seed: int = 0) -> Path:
-    """``bon compare RUN_A RUN_B``: per task/generator/judge BoN and accuracy deltas and the correlations of
+    """``bon compare --run A --run B``: per task/generator/judge BoN and accuracy deltas and the correlations of
     both runs side by side. Writes ``compare.html``, ``compare.csv``, ``compare_correlations.csv`` and
-    ``figures/forest.{png,svg}`` to ``out`` (default ``RUN_B/compare_<RUN_A name>``); returns the HTML path."""
+    ``figures/forest.{png,svg}`` to ``out`` (default ``B/compare_<A name>``); returns the HTML path."""
     from analysis.figures import forest_figure
-    from analysis.full_report import compute
 
     run_a, run_b = Path(run_a), Path(run_b)
     out = Path(out) if out else run_b / f"compare_{slug(run_a.name)}"
     la, lb = _labels(run_a, run_b)
-    a = compute(run_a, bootstrap=bootstrap, seed=seed, figures=False, power=False)
-    b = compute(run_b, bootstrap=bootstrap, seed=seed, figures=False, power=False)
+    a = compute(run_a, bootstrap=bootstrap, seed=seed, power=False)
+    b = compute(run_b, bootstrap=bootstrap, seed=seed, power=False)
     keys = ["task", "generator", "judge", "strategy"]
     keep = ["mmrb2_accuracy", "bon_score", "bon_lo", "bon_hi", "gain", "recovery", "prompts"]
-    ma, mb = (m.metrics_with_acc[keys + keep] for m in (a, b))
+    ma, mb = (m.metrics[keys + keep] for m in (a, b))
     merged = ma.merge(mb, on=keys, how="outer", suffixes=("_a", "_b"))
     for c in ("mmrb2_accuracy", "bon_score", "gain", "recovery"):
         merged[f"delta_{c}"] = merged[f"{c}_b"] - merged[f"{c}_a"]
@@ -723,9 +689,9 @@ def compare_runs(run_a: Path, run_b: Path, out: Path | None = None, bootstrap: i
           "spearman_lo", "spearman_hi", "kendall_tau", "flag"]
     corr = a.correlations[ck + cc].merge(b.correlations[ck + cc], on=ck, how="outer", suffixes=("_a", "_b"))
     corr["delta_pearson_r"] = corr["pearson_r_b"] - corr["pearson_r_a"]
-    out.mkdir(parents=True, exist_ok=True)
-    merged.to_csv(out / "compare.csv", index=False, float_format="%.6g")
-    corr.to_csv(out / "compare_correlations.csv", index=False, float_format="%.6g")
+    RunFolder(out).require_writable()
+    write_text(out / "compare.csv", merged.to_csv(index=False, float_format="%.6g"))
+    write_text(out / "compare_correlations.csv", corr.to_csv(index=False, float_format="%.6g"))
     forest = forest_figure({la: a.correlations, lb: b.correlations}, out / "figures" / "forest.png")
 
     cols_c = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
@@ -749,7 +715,7 @@ def compare_runs(run_a: Path, run_b: Path, out: Path | None = None, bootstrap: i
               ("95% CI", "", lambda r: r.get("bon_lo_b"), lambda r: ci(r.get("bon_lo_b"), r.get("bon_hi_b"), ".3f")),
               col("Δ BoN", "delta_bon_score", "+.3f"), col(f"gain ({la})", "gain_a", "+.3f"),
               col(f"gain ({lb})", "gain_b", "+.3f"), col("Δ gain", "delta_gain", "+.3f")]
-    body = [f"<h1>Two studies side by side</h1>",
+    body = ["<h1>Two studies side by side</h1>",
             f'<div class="muted">A = <code>{esc(run_a)}</code> (“{esc(la)}”) · B = <code>{esc(run_b)}</code> (“{esc(lb)}”) · '
             f"{bootstrap} bootstrap replicates, seed {seed} · Δ = B − A</div>",
             "<h2>Correlation between MMRB2 accuracy and Best-of-N score</h2>",
@@ -765,7 +731,7 @@ def compare_runs(run_a: Path, run_b: Path, out: Path | None = None, bootstrap: i
             f'<a download="compare_correlations.csv" href="{data_uri(corr.to_csv(index=False).encode(), "text/csv")}">'
             "compare_correlations.csv</a></p>"]
     path = out / "compare.html"
-    _write(path, _page(f"bon compare {la} vs {lb}", "\n".join(body)))
+    write_text(path, _page(f"bon compare {la} vs {lb}", "\n".join(body)))
     return path
 
 

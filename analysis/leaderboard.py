@@ -30,6 +30,7 @@ import pandas as pd
 from analysis.bon_metrics import (load_prompt_level, percentile_ci, prompt_weights, setting_matrix, task_order,
                                   weighted_means)
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
 
 LEADERBOARD_COLUMNS = [
@@ -56,7 +57,7 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
 
 
 def load_stats(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / "stats.json"
+    path = RunFolder(Path(run_dir), existing=True).stats
     if not path.exists():
         return {}
     try:

@@ -12,6 +12,7 @@ it works headless and leaves global state alone.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,8 +26,10 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from analysis.correlation import TASK_ORDER, correlate
+from analysis.statistics import pearson, spearman
+from bon.content import TASKS
 from bon.errors import BonError
+from bon.runfolder import write_bytes
 from bon.tasks import TASK_TITLES
 
 PLOT_COLUMNS = ("task", "generator", "judge", "mmrb2_accuracy", "bon_score", "random_score", "oracle_score")
@@ -43,21 +46,18 @@ def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi:
 
     SVG keeps text as text (``svg.fonttype: none``): small, searchable and editable.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:
-        target = path.with_suffix("." + fmt)
-        tmp = target.with_name(target.name + ".tmp")
+        target = Path(path).with_suffix("." + fmt)
+        buffer = io.BytesIO()
         with rc_context({"svg.fonttype": "none", "svg.hashsalt": "bon"}):
-            fig.savefig(tmp, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None)
-        tmp.replace(target)
+            fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None)
+        write_bytes(target, buffer.getvalue())
         written.append(target)
     return written
 
 
-def correlation_figure(results: pd.DataFrame, correlations: pd.DataFrame | None, path: Path, *,
-                       intervals: pd.DataFrame | None = None, formats: Sequence[str] = ("png",),
+def correlation_figure(results: pd.DataFrame, path: Path, *, intervals: pd.DataFrame | None = None, formats: Sequence[str] = ("png",),
                        title: str | None = None, x_label: str | None = None, y_label: str | None = None,
                        note: str | None = None) -> Path:
     """Draw the accuracy-vs-BoN figure to ``path`` (PNG, 150 dpi; also SVG etc. with ``formats``) and return
@@ -69,11 +69,11 @@ def correlation_figure(results: pd.DataFrame, correlations: pd.DataFrame | None,
     missing = [c for c in PLOT_COLUMNS if c not in results.columns]
     if missing:
         raise BonError(f"results table lacks column(s) {', '.join(missing)} needed for the figure")
-    tasks = list(TASK_ORDER) + sorted(set(results["task"]) - set(TASK_ORDER))
+    tasks = list(TASKS) + sorted(set(results["task"]) - set(TASKS))
     generators = list(dict.fromkeys(results["generator"]))
     style = {g: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], FIT_STYLES[i % len(FIT_STYLES)])
              for i, g in enumerate(generators)}
-    stats = intervals if intervals is not None else correlations
+    stats = intervals
     if stats is not None and "scope" in stats.columns:
         stats = stats[stats["scope"] == "setting"]
 
@@ -199,8 +199,9 @@ def _legend_label(task: str, gen: str, x: np.ndarray, y: np.ndarray, correlation
         hit = correlations[(correlations["task"] == task) & (correlations["generator"] == gen)]
         if len(hit) >= 1:
             row = hit.iloc[0]
-    c = dict(row) if row is not None else correlate(x, y)
-    n = int(c.get("n_judges", c.get("n", len(x))))
+    c = dict(row) if row is not None else {"pearson_r": float(pearson(x, y)), "spearman_rho": float(spearman(x, y)),
+                                           "n_judges": len(x)}
+    n = int(c["n_judges"])
     r = f"r = {_fmt(c['pearson_r'])}{_interval(c, 'pearson')}"
     rho = f"ρ = {_fmt(c['spearman_rho'])}{_interval(c, 'spearman')}"
     return f"{gen}:  {r}   {rho}   ({n} judges)"

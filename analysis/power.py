@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import load_prompt_level
+from analysis.bon_metrics import load_prompt_level, run_n
 from analysis.statistics import JudgeAxis, bc_interval, pearson, run_judge_axis, settings_from_prompts
 from bon.errors import BonError
 from bon.seeds import derive_seed
@@ -50,6 +50,8 @@ def fit_setting(scores: np.ndarray, acc: np.ndarray, acc_var: np.ndarray) -> dic
     j, p = s.shape
     if j < 3 or p < 2:
         raise BonError("a pilot setting needs at least 3 judges with accuracies and 2 fully scored prompts")
+    if np.ptp(s.mean(1)) == 0 or np.ptp(acc) == 0:
+        raise BonError("a pilot setting needs judges that differ in accuracy and in Best-of-N score")
     resid = s - s.mean(1, keepdims=True) - s.mean(0, keepdims=True) + s.mean()
     prompt_sd = math.sqrt(max((resid ** 2).sum() / ((j - 1) * (p - 1)), 0.0))
     y = s.mean(1)
@@ -146,6 +148,10 @@ def power_analysis(run_dir: Path, width: float = 0.5, task: str | None = None, g
                    pairs: int | None = None, sims: int = 200, bootstrap: int = 200, seed: int = 0,
                    prompts: pd.DataFrame | None = None, axis: JudgeAxis | None = None) -> dict[str, Any]:
     """``bon power``: fit the pilot run, simulate the grid, recommend the smallest design for ``width``."""
+    n = run_n(run_dir)
+    if n is not None and n < 2:
+        raise BonError(f"{run_dir}: N = {n} candidate per prompt: every judge picks the same one, so the run cannot "
+                       "serve as a pilot")
     prompts = load_prompt_level(run_dir) if prompts is None else prompts
     axis = axis or run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
     pilot = fit_pilot(prompts, axis, task, generator, seed)

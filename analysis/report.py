@@ -1,118 +1,143 @@
-"""``report.md``: the study's answer in a form a reader can check without reading the code.
+"""The report bundle rendered to files: ``report.md``, ``report.html``, ``report.json``, the CSV tables
+and the figures, each drawn once.
 
-It says what was run, how to read each number, shows the figure and the tables, and ends with a
-short interpretation that is generated from the numbers (including how little a correlation over a
-handful of judges can show), so the text never claims more than the data.
+``report.md`` says what was run, how to read each number, shows the figure and the tables, and ends
+with an interpretation generated from the numbers (the bootstrap intervals of
+:mod:`analysis.statistics`), so the text never claims more than the data. Its sections are the
+functions in :data:`SECTIONS`, each ``bundle, folder -> markdown``: a new analysis adds one function.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.correlation import TASK_ORDER
-from analysis.plots import PLOT_COLUMNS, TASK_TITLES, correlation_figure
-from bon.errors import BonError
+from analysis.bundle import ReportBundle
+from analysis.bon_metrics import task_order
+from analysis.figures import bon_curves_figure, power_figure, reranker_figure
+from analysis.plots import TASK_TITLES, correlation_figure
+from bon.runfolder import RunFolder, write_json, write_text
+from bon.runfolder import write_text as _write_atomic  # noqa: F401  (analysis.diagnostics writes through it)
 
-FIGURE = "correlation.png"
-OPTIONAL_COLUMNS = ("prompts", "judge_calls", "missing_verdicts", "unscored_picks")
 DASH = "–"
-
-# Context keys shown first, with the words a reader needs; any other key follows as-is.
-CONTEXT_LABELS = {
-    "name": "Study",
-    "created": "Created",
-    "seed": "Seed",
-    "n": "Candidates per prompt (N)",
-    "N": "Candidates per prompt (N)",
-    "prompts_per_task": "Prompts per task",
-    "generators": "Base generators",
-    "judges": "Judges",
-    "strategy": "Selection strategy",
-    "verifier": "Downstream verifier",
-    "verifiers": "Downstream verifiers",
-    "preference_pairs": "Preference pairs per task (judge accuracy set)",
-    "mmrb2": "Judge accuracy measured on",
-    "config": "Config file",
-}
+TITLE = "# Does MMRB2 accuracy predict Best-of-N gains?\n"
+FIGURE_NOTE = ("Intervals: 95% bias-corrected bootstrap over judges, prompts and MMRB2 pairs ({b} replicates, seed {s}); "
+               "error bars: per-judge 95% intervals.")
 
 
-def write_report(run_dir: Path, results: pd.DataFrame, correlations: pd.DataFrame, context: Mapping[str, Any]) -> Path:
-    """Write ``run_dir/report.md`` (drawing ``correlation.png`` first if it is not there) and return its path."""
-    missing = [c for c in PLOT_COLUMNS if c not in results.columns]
-    if missing:
-        raise BonError(f"results table lacks column(s) {', '.join(missing)} needed for the report")
-    run_dir = Path(run_dir)
-    if not (run_dir / FIGURE).exists():
-        correlation_figure(results, correlations, run_dir / FIGURE)
-    parts = [
-        "# Does MMRB2 accuracy predict Best-of-N gains?\n",
-        _what_was_run(context),
-        _how_to_read(),
-        f"## Figure\n\n![]({FIGURE})\n\nOne panel per task; one colour per base generator. Lines: least-squares fit "
-        "(solid), random pick (dashed), oracle pick (dotted), each in its generator's colour.\n",
-        "## Correlation between MMRB2 accuracy and Best-of-N score\n\n" + correlation_markdown(correlations),
-        _per_task(with_gains(results)),
-        "## Interpretation\n\n" + "\n".join(f"- {line}" for line in interpret(results, correlations)) + "\n",
-    ]
-    path = run_dir / "report.md"
-    _write_atomic(path, "\n".join(parts))
-    return path
+# --- writing ------------------------------------------------------------------------------------
 
 
-# --- sections ---------------------------------------------------------------------------------
+def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
+    """Draw the figures and write every file of the bundle into ``out``; returns what was written."""
+    from analysis.html_report import render_run
+
+    out.require_writable()
+    bundle.figures = draw_figures(out, bundle)
+    written: dict[str, Path] = {}
+    for name, table in bundle.tables().items():
+        written[name] = getattr(out, name)
+        write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
+    write_json(out.report_json, bundle.payload())
+    write_text(out.report, render_markdown(bundle, out))
+    write_text(out.report_html, render_run(bundle, sample_prompts))
+    return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
 
 
-TIMING_KEYS = ("timings", "timings_s")
-STATS_KEYS = ("stats", "judge_stats")
+def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
+    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
+    out: dict[str, list[Path]] = {}
+    png = correlation_figure(b.metrics, folder.figure, intervals=b.correlations, formats=("png", "svg"),
+                             note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed))
+    out["correlation"] = [png, png.with_suffix(".svg")]
+    if not b.leaderboards.empty:
+        out["reranker"] = reranker_figure(b.leaderboards, folder.figure_file("reranker"))
+    if b.curves is not None and not b.curves.empty:
+        out["curves"] = bon_curves_figure(b.curves, folder.figure_file("curves"))
+    if b.power:
+        out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
+    return out
 
 
-def _what_was_run(context: Mapping[str, Any]) -> str:
-    lines = ["## What was run\n"]
-    special = {*TIMING_KEYS, *STATS_KEYS, "versions"}
-    seen: set[str] = set()
-    for key, label in CONTEXT_LABELS.items():
-        if key in context and label not in seen:
-            seen.add(label)
-            lines.append(f"- **{label}:** {_inline(context[key])}")
-    for key, value in context.items():
-        if key not in CONTEXT_LABELS and key not in special:
-            lines.append(f"- **{key.replace('_', ' ').capitalize()}:** {_inline(value)}")
-    for key in TIMING_KEYS:
-        if context.get(key):
-            t = context[key]
-            rows = t.items() if isinstance(t, Mapping) else [("total", t)]
-            table = pd.DataFrame([{"stage": k, "seconds": _num(v)} for k, v in rows])
-            lines.append("\nTime per stage:\n\n" + markdown_table(table, {"seconds": "{:.1f}"}))
-    for key in STATS_KEYS:
-        if isinstance(context.get(key), Mapping) and context[key]:
-            lines.append("\nJudge calls over the whole run (accuracy set and selection):\n\n" + _stats_table(context[key]))
-    if context.get("versions"):
-        lines.append(f"\nVersions: {_inline(context['versions'])}")
-    if len(lines) == 1:
-        lines.append("No run details were recorded.")
+def empty_report(stats: Mapping[str, Any], reason: str) -> str:
+    """``report.md`` of a study that has nothing to analyse yet (say, a call budget stopped it early)."""
+    return "\n".join([TITLE, _partial(stats, set()), f"No analysis: {reason}.\n",
+                      "Rerun the same command (with a larger `--max-calls`) to continue; nothing done so far is lost.\n"])
+
+
+# --- report.md ------------------------------------------------------------------------------------
+
+
+def render_markdown(b: ReportBundle, out: RunFolder) -> str:
+    return "\n".join(part for part in (section(b, out) for section in SECTIONS) if part)
+
+
+def _header(b: ReportBundle, out: RunFolder) -> str:
+    judges_with_picks = set(b.prompts["judge"])
+    lines = [TITLE, _partial(b.stats, judges_with_picks, b.study)]
+    if out.root.resolve() != b.run_dir.resolve():
+        lines.append(f"Analysis of the study in `{b.run_dir}` with judge accuracies from **{b.accuracy_label}**; "
+                     "the study's own report is in its folder.\n")
+    problem = b.degenerate()
+    if problem:
+        lines.append(f"> **Not enough data for a conclusion:** {problem}.\n")
+    pooled = b.pooled()
+    if pooled:
+        lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
+                     f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
+                     f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges; details and caveats below.\n")
+    return "\n".join(line for line in lines if line)
+
+
+def _partial(stats: Mapping[str, Any], judges_with_picks: set[str], study: Mapping[str, Any] | None = None) -> str:
+    """The partial-study banner, with counts (empty for a finished study)."""
+    if not stats.get("stopped"):
+        return ""
+    planned = [j.get("label") or j.get("name") for j in (study or {}).get("judges") or [] if isinstance(j, Mapping)]
+    planned = planned or list((stats.get("judges") or {}))
+    pending = [j for j in planned if j not in judges_with_picks]
+    made = sum(int(s.get("calls_made", 0) or 0) for s in (stats.get("judges") or {}).values() if isinstance(s, Mapping))
+    return (f"> **Partial study:** {stats['stopped']}. {len(planned) - len(pending)} of {len(planned)} judges have "
+            f"Best-of-N picks ({made} judge calls made in the last invocation)"
+            + (f"; pending: {', '.join(pending)}" if pending else "") + ". Numbers below cover only what was done; "
+            "rerun the same command to continue.\n")
+
+
+def _what_was_run(b: ReportBundle, out: RunFolder) -> str:
+    s, st = b.study, b.stats
+    labels = lambda items: ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i)  # noqa: E731
+                                     for i in items or [])
+    strategy = s.get("strategy")
+    fields = [("Seed", s.get("seed", st.get("seed"))), ("Candidates per prompt (N)", s.get("n", st.get("n"))),
+              ("Tasks", labels(s.get("tasks"))), ("Base generators", labels(s.get("generators"))),
+              ("Judges", labels(s.get("judges"))),
+              ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
+              ("Downstream verifier", labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
+              ("Preference pairs per task (judge accuracy set)", _inline(st.get("preference_pairs"))),
+              ("Judge accuracy from", b.accuracy_label)]
+    lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in fields if v not in (None, "", {})]
+    if st.get("timings_s"):
+        table = pd.DataFrame([{"stage": k, "seconds": _num(v)} for k, v in st["timings_s"].items()])
+        lines.append("\nTime per stage:\n\n" + markdown_table(table, {"seconds": "{:.1f}"}))
+    if st.get("judges"):
+        lines.append("\nJudge calls (accuracy set and selection):\n\n" + _stats_table(st["judges"]))
+    if b.versions:
+        lines.append(f"\nVersions: {_inline(b.versions)}")
     return "\n".join(lines) + "\n"
 
 
 def _stats_table(stats: Mapping[str, Any]) -> str:
     """One row per judge with its scalar counters (nested detail stays in stats.json)."""
-    rows = []
-    for judge, values in stats.items():
-        row: dict[str, Any] = {"judge": judge}
-        if isinstance(values, Mapping):
-            row.update({k.replace("_", " "): v for k, v in values.items() if isinstance(v, (int, float, str))})
-        rows.append(row)
+    rows = [{"judge": judge, **{k.replace("_", " "): v for k, v in values.items() if isinstance(v, (int, float, str))}}
+            for judge, values in stats.items() if isinstance(values, Mapping)]
     return markdown_table(pd.DataFrame(rows))
 
 
-def _how_to_read() -> str:
-    return """## How to read this report
+HOW_TO_READ = """## How to read this report
 
 - **MMRB2 accuracy** (%): how often the judge agrees with the reference preference on the pairs of
   that task (human experts on MMRB2 itself, or the labels of a preference set in the MMRB2 format),
@@ -124,105 +149,99 @@ def _how_to_read() -> str:
   **oracle** is the score of the best candidate by the verifier itself: no judge can beat it.
 - **Gain** = BoN − random. **Recovery** = gain / (oracle − random): 0 means no better than chance,
   1 means the judge always found the verifier's best candidate; negative means worse than chance.
-- **Pearson r** measures a linear relation and **Spearman ρ** a monotone (rank) one, across the
-  judges of one task and generator. p-values are two-sided; the 95% interval for r uses the Fisher
-  transform and needs at least 4 judges. With few judges both are very uncertain.
+- **Pearson r** measures a linear relation, **Spearman ρ** a monotone (rank) one and **Kendall τ**
+  pairwise order, across the judges of one task and generator. Intervals are 95% bias-corrected
+  bootstrap intervals whose replicates resample the judges, the prompts and the MMRB2 pairs at once;
+  *CI (meas.)* keeps the judges fixed. *p* is a two-sided permutation p-value (judge labels permuted);
+  *LOO* is the range of r after leaving out any one judge. Pooled rows compare judges only within a
+  setting. ⚠ marks rows too thin to lean on; the reason is in the last column.
 """
 
 
-def _per_task(results: pd.DataFrame) -> str:
-    out = ["## Judges per task\n"]
-    tasks = [t for t in TASK_ORDER if t in set(results["task"])] + sorted(set(results["task"]) - set(TASK_ORDER))
-    if not tasks:
-        out.append("No results.\n")
-    for task in tasks:
-        sub = results[results["task"] == task].sort_values(["generator", "mmrb2_accuracy"], ascending=[True, False])
-        cols = ["generator", "judge", "mmrb2_accuracy", "bon_score", "random_score", "oracle_score", "gain", "recovery"]
-        if "strategy" in sub.columns and sub["strategy"].nunique() > 1:
-            cols.insert(1, "strategy")
-        for col in OPTIONAL_COLUMNS:  # cost and failure counts, when the run recorded them
-            if col in sub.columns and (col in ("prompts", "judge_calls") or _total(sub, col) > 0):
-                cols.append(col)
-        table = sub[cols].rename(columns={"mmrb2_accuracy": "MMRB2 acc. (%)", "bon_score": "BoN score",
-                                          "random_score": "random", "oracle_score": "oracle",
-                                          **{c: c.replace("_", " ") for c in OPTIONAL_COLUMNS}})
-        fmt = {"MMRB2 acc. (%)": "{:.1f}", "BoN score": "{:.3f}", "random": "{:.3f}", "oracle": "{:.3f}",
-               "gain": "{:+.3f}", "recovery": "{:.0%}"}
-        out.append(f"### {TASK_TITLES.get(task, task)}\n\n" + markdown_table(table, fmt))
-    return "\n".join(out)
+def _how_to_read(b: ReportBundle, out: RunFolder) -> str:
+    return HOW_TO_READ
 
 
-def correlation_markdown(correlations: pd.DataFrame) -> str:
-    """The correlation table with a Fisher-z 95% interval for r, tasks named as in the figure."""
-    if correlations is None or correlations.empty:
-        return "No correlations (no results).\n"
-    t = correlations.copy()
-    t["task"] = t["task"].map(lambda v: TASK_TITLES.get(v, v))
-    t["r 95% CI"] = [_ci_text(r, n) for r, n in zip(t["pearson_r"], t["n_judges"])]
-    stats_cols = ["n_judges", "pearson_r", "r 95% CI", "pearson_p", "spearman_rho", "spearman_p"]
-    t = t[[*[c for c in t.columns if c not in stats_cols], *stats_cols]]
-    t = t.rename(columns={"n_judges": "judges", "pearson_r": "Pearson r", "pearson_p": "p (r)",
-                          "spearman_rho": "Spearman ρ", "spearman_p": "p (ρ)"})
-    return markdown_table(t, {"Pearson r": "{:+.2f}", "Spearman ρ": "{:+.2f}", "p (r)": _p, "p (ρ)": _p})
+def _figure(b: ReportBundle, out: RunFolder) -> str:
+    path = b.figures.get("correlation", [out.figure])[0]
+    return (f"## Figure\n\n![]({Path(path).relative_to(out.root).as_posix()})\n\nOne panel per task; one colour, marker "
+            "and fit-line pattern per base generator. Lines: least-squares fit, random pick (dashed), oracle pick "
+            f"(dotted). {FIGURE_NOTE.format(b=b.bootstrap, s=b.seed)}\n")
 
 
-# --- numbers ----------------------------------------------------------------------------------
+def _correlations(b: ReportBundle, out: RunFolder) -> str:
+    head = "## Correlation between MMRB2 accuracy and Best-of-N score\n\n"
+    t = b.correlations
+    if t.empty:
+        return head + "No correlations (no results).\n"
+    scope = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
+    table = pd.DataFrame({
+        "task": [("⚠ " if f else "") + TASK_TITLES.get(x, x) for x, f in zip(t["task"], t["flag"])],
+        "generator": t["generator"], "scope": [scope.get(s, s) for s in t["scope"]],
+        "judges": t["n_judges"], "prompts": t["n_prompts"], "pairs": t["n_pairs"],
+        "r": t["pearson_r"], "r 95% CI": _intervals(t, "pearson_lo", "pearson_hi"),
+        "CI (meas.)": _intervals(t, "pearson_lo_meas", "pearson_hi_meas"), "p (r)": t["pearson_p_perm"],
+        "LOO r": _intervals(t, "pearson_loo_min", "pearson_loo_max"),
+        "ρ": t["spearman_rho"], "ρ 95% CI": _intervals(t, "spearman_lo", "spearman_hi"), "p (ρ)": t["spearman_p_perm"],
+        "τ": t["kendall_tau"], "τ 95% CI": _intervals(t, "kendall_lo", "kendall_hi"),
+        "warning": t["warning"].fillna(""),
+    })
+    return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": _p, "p (ρ)": _p})
 
 
-def with_gains(results: pd.DataFrame) -> pd.DataFrame:
-    """Add ``gain`` (BoN − random) and ``recovery`` ((BoN − random) / (oracle − random), NaN when oracle = random)."""
-    out = results.copy()
-    bon, rnd, orc = (pd.to_numeric(out[c], errors="coerce") for c in ("bon_score", "random_score", "oracle_score"))
-    out["gain"] = bon - rnd
-    span = orc - rnd
-    out["recovery"] = (bon - rnd) / span.where(span.abs() > 1e-12)
-    return out
+def _per_task(b: ReportBundle, out: RunFolder) -> str:
+    parts = ["## Judges per task\n"]
+    m = b.metrics
+    if m.empty:
+        return parts[0] + "No results.\n"
+    cols = {"generator": "generator", "judge": "judge", "mmrb2_accuracy": "MMRB2 acc. (%)", "bon_score": "BoN score",
+            "bon_ci": "BoN 95% CI", "random_score": "random", "oracle_score": "oracle", "gain": "gain",
+            "gain_ci": "gain 95% CI", "recovery": "recovery", "win_rate": "win rate", "prompts": "prompts",
+            "judge_calls": "judge calls", "missing_verdicts": "missing verdicts", "unscored_picks": "unscored picks"}
+    if m["strategy"].nunique() > 1:
+        cols = {"strategy": "strategy", **cols}
+    fmt = {"MMRB2 acc. (%)": "{:.1f}", "BoN score": "{:.3f}", "random": "{:.3f}", "oracle": "{:.3f}", "gain": "{:+.3f}",
+           "recovery": "{:.0%}", "win rate": "{:.2f}"}
+    for task in task_order(m["task"]):
+        sub = m[m["task"] == task].sort_values(["generator", "mmrb2_accuracy", "judge"], ascending=[True, False, True])
+        sub = sub.assign(bon_ci=_intervals(sub, "bon_lo", "bon_hi", ".3f"), gain_ci=_intervals(sub, "gain_lo", "gain_hi", "+.3f"))
+        keep = [c for c in cols if c not in ("missing_verdicts", "unscored_picks") or sub[c].sum() > 0]
+        parts.append(f"### {TASK_TITLES.get(task, task)}\n\n" + markdown_table(sub[keep].rename(columns=cols), fmt))
+    return "\n".join(parts)
 
 
-def fisher_ci(r: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Approximate confidence interval for Pearson r (NaN when n < 4 or r undefined)."""
-    if n is None or n < 4 or r is None or not np.isfinite(r):
-        return (math.nan, math.nan)
-    from scipy.stats import norm
-
-    z = math.atanh(min(max(r, -0.999999), 0.999999))
-    half = norm.ppf(0.5 + level / 2) / math.sqrt(n - 3)
-    return (math.tanh(z - half), math.tanh(z + half))
+def _interpretation(b: ReportBundle, out: RunFolder) -> str:
+    return "## Interpretation\n\n" + "\n".join(f"- {line}" for line in interpret(b)) + "\n"
 
 
-def interpret(results: pd.DataFrame, correlations: pd.DataFrame) -> list[str]:
-    """Plain sentences read off the numbers: strength per setting, uncertainty, and judges below chance."""
-    if correlations is None or correlations.empty:
+def interpret(b: ReportBundle) -> list[str]:
+    """Plain sentences read off the numbers: strength and interval per setting, judges below chance."""
+    settings = b.settings
+    if settings.empty:
         return ["No task had results, so there is nothing to interpret."]
-    r_all = correlations["pearson_r"].astype(float)
-    defined = r_all[np.isfinite(r_all)]
-    lines = [f"Of {len(correlations)} task × generator settings, {len(defined)} have a defined correlation; "
-             f"{int((defined >= 0.7).sum())} of these are strongly positive (r ≥ 0.7), "
-             f"{int(((defined >= 0.4) & (defined < 0.7)).sum())} moderately positive and "
-             f"{int((defined < 0).sum())} negative."]
-    for _, row in correlations.iterrows():
-        where = f"{TASK_TITLES.get(row['task'], row['task'])} / {row['generator']}"
-        r, rho, n = row["pearson_r"], row["spearman_rho"], int(row["n_judges"])
-        if not np.isfinite(r):
-            lines.append(f"{where}: correlation undefined ({n} judge(s); it needs at least 3 and some spread "
+    r = settings["pearson_r"].astype(float)
+    defined = settings[np.isfinite(r)]
+    lines = [f"Of {len(settings)} task × generator settings, {len(defined)} have a defined correlation; "
+             f"{int((defined['pearson_lo'] > 0).sum())} of these have a 95% interval for r above zero."]
+    for row in settings.itertuples():
+        where = f"{TASK_TITLES.get(row.task, row.task)} / {row.generator}"
+        if not np.isfinite(row.pearson_r):
+            lines.append(f"{where}: correlation undefined ({row.n_judges} judge(s); it needs at least 3 and some spread "
                          "in both numbers).")
             continue
-        lo, hi = fisher_ci(r, n)
-        ci = f", 95% CI for r {lo:+.2f} to {hi:+.2f}" if np.isfinite(lo) else ""
-        sentence = f"{where}: {_strength(r)} (r = {r:+.2f}, ρ = {rho:+.2f}, {n} judges{ci})."
-        if n < 5:
-            sentence += f" With only {n} judges this is anecdotal: a single judge can flip it."
-        elif np.isfinite(lo) and lo <= 0 <= hi:
+        sentence = (f"{where}: {_strength(row.pearson_r)} (r = {_signed(row.pearson_r)}, 95% CI "
+                    f"{_interval(row.pearson_lo, row.pearson_hi)}, ρ = {_signed(row.spearman_rho)}, {row.n_judges} judges).")
+        if row.n_judges < 5:
+            sentence += f" With only {row.n_judges} judges this is anecdotal: a single judge can flip it."
+        elif np.isfinite(row.pearson_lo) and row.pearson_lo <= 0 <= row.pearson_hi:
             sentence += " The interval includes zero, so the data cannot rule out no relation."
         lines.append(sentence)
-    g = with_gains(results)
-    below = g[g["gain"] < 0]
+    below = b.metrics[b.metrics["gain"] < 0]
     if not below.empty:
-        names = ", ".join(f"{j} ({TASK_TITLES.get(t, t)} / {gen})"
-                          for t, gen, j in below[["task", "generator", "judge"]].itertuples(index=False))
-        lines.append(f"Judges that did worse than a random pick: {names}.")
-    lines.extend(_top_judge_agreement(g))
-    missing = int(_total(g, "missing_verdicts"))
+        lines.append("Judges that did worse than a random pick: " + ", ".join(
+            f"{j} ({TASK_TITLES.get(t, t)} / {g})" for t, g, j in below[["task", "generator", "judge"]].itertuples(index=False)) + ".")
+    lines.extend(_top_judge_agreement(b.metrics))
+    missing = int(pd.to_numeric(b.metrics["missing_verdicts"], errors="coerce").fillna(0).sum())
     if missing:
         lines.append(f"{missing} judge calls during selection gave no usable verdict; they were not counted as votes "
                      "(matches left without votes were decided by the protocol's tie rule).")
@@ -231,10 +250,10 @@ def interpret(results: pd.DataFrame, correlations: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _top_judge_agreement(g: pd.DataFrame) -> list[str]:
+def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
     """Does the most accurate judge also give the best Best-of-N picks? A concrete, checkable reading."""
     same, differ = [], []
-    for (task, gen), sub in g.groupby(["task", "generator"], sort=False):
+    for (task, gen), sub in m.groupby(["task", "generator"], sort=False):
         sub = sub.dropna(subset=["mmrb2_accuracy", "bon_score"])
         if len(sub) < 2 or sub["bon_score"].nunique() < 2 or sub["mmrb2_accuracy"].nunique() < 2:
             continue
@@ -249,14 +268,18 @@ def _top_judge_agreement(g: pd.DataFrame) -> list[str]:
     return out
 
 
-def _strength(r: float) -> str:
-    a = abs(r)
-    word = "strong" if a >= 0.7 else "moderate" if a >= 0.4 else "weak" if a >= 0.2 else "no clear"
-    sign = "" if word == "no clear" else (" positive" if r > 0 else " negative")
-    return f"{word}{sign} correlation"
+def _files(b: ReportBundle, out: RunFolder) -> str:
+    names = [getattr(out, name).name for name in b.tables()] + [out.report_json.name]
+    return (f"## Files\n\nFull report with figures, per-judge intervals, the reranker leaderboard and sample prompts: "
+            f"`{out.report_html.name}`; every number: " + ", ".join(f"`{n}`" for n in names) + f"; figures (PNG and "
+            f"SVG) under `{out.figures.name}/`.\n")
 
 
-# --- markdown ---------------------------------------------------------------------------------
+SECTIONS: list[Callable[[ReportBundle, RunFolder], str]] = [
+    _header, _what_was_run, _how_to_read, _figure, _correlations, _per_task, _interpretation, _files]
+
+
+# --- markdown helpers ---------------------------------------------------------------------------
 
 
 def markdown_table(df: pd.DataFrame, formats: Mapping[str, str | Callable[[Any], str]] | None = None) -> str:
@@ -268,9 +291,8 @@ def markdown_table(df: pd.DataFrame, formats: Mapping[str, str | Callable[[Any],
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in cols]
     header = "| " + " | ".join(_cell(c) for c in cols) + " |"
     rule = "| " + " | ".join("---:" if isnum else "---" for isnum in numeric) + " |"
-    body = []
-    for row in df.itertuples(index=False):
-        body.append("| " + " | ".join(_format(v, formats.get(c)) for c, v in zip(cols, row)) + " |")
+    body = ["| " + " | ".join(_format(v, formats.get(c)) for c, v in zip(cols, row)) + " |"
+            for row in df.itertuples(index=False)]
     return "\n".join([header, rule, *body]) + "\n"
 
 
@@ -278,9 +300,7 @@ def _format(value: Any, fmt: str | Callable[[Any], str] | None) -> str:
     if value is None or (isinstance(value, (float, np.floating)) and not np.isfinite(value)):
         return DASH
     if fmt is None:
-        if isinstance(value, (float, np.floating)):
-            return f"{value:.4g}"
-        return _cell(value)
+        return f"{value:.4g}" if isinstance(value, (float, np.floating)) else _cell(value)
     text = fmt(value) if callable(fmt) else fmt.format(value)
     if text.startswith("-") and not any(ch in "123456789" for ch in text):  # "-0.000" from rounding noise
         text = fmt(0.0) if callable(fmt) else fmt.format(0.0)
@@ -295,13 +315,30 @@ def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _ci_text(r: float, n: Any) -> str:
-    lo, hi = fisher_ci(r, int(n))
-    return f"{lo:+.2f} to {hi:+.2f}" if np.isfinite(lo) else DASH
+def _finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
 
 
-def _total(df: pd.DataFrame, col: str) -> float:
-    return float(pd.to_numeric(df[col], errors="coerce").fillna(0).sum()) if col in df.columns else 0.0
+def _signed(v: Any) -> str:
+    return f"{float(v):+.2f}" if _finite(v) else DASH
+
+
+def _interval(lo: Any, hi: Any, spec: str = "+.2f") -> str:
+    return f"{format(float(lo), spec)} to {format(float(hi), spec)}" if _finite(lo) and _finite(hi) else DASH
+
+
+def _intervals(t: pd.DataFrame, lo: str, hi: str, spec: str = "+.2f") -> list[str]:
+    return [_interval(a, b, spec) for a, b in zip(t[lo], t[hi])]
+
+
+def _strength(r: float) -> str:
+    a = abs(r)
+    word = "strong" if a >= 0.7 else "moderate" if a >= 0.4 else "weak" if a >= 0.2 else "no clear"
+    sign = "" if word == "no clear" else (" positive" if r > 0 else " negative")
+    return f"{word}{sign} correlation"
 
 
 def _num(v: Any) -> float:
@@ -313,95 +350,9 @@ def _num(v: Any) -> float:
 
 def _inline(value: Any) -> str:
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_inline(v)}" for k, v in value.items()) or DASH
+        return ", ".join(f"{k} {_inline(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple, set)):
-        return ", ".join(_inline(v) for v in value) or DASH
+        return ", ".join(_inline(v) for v in value)
     if isinstance(value, float):
         return f"{value:g}"
-    return _cell(value)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-# --- bootstrap intervals, permutation tests, leave-one-judge-out (analysis.full_report) ---------------
-
-STATS_BEGIN = "<!-- bon:statistics -->"
-STATS_END = "<!-- /bon:statistics -->"
-
-
-def statistics_markdown(intervals: pd.DataFrame, metrics: pd.DataFrame | None = None, bootstrap: int | None = None,
-                        seed: int | None = None) -> str:
-    """The uncertainty section: every coefficient with its interval, p-value, leave-one-out range and warning."""
-    lines = ["## Uncertainty: intervals, permutation tests and leave-one-judge-out\n",
-             f"Intervals are 95% bias-corrected percentile bootstrap intervals ({bootstrap or '?'} replicates, seed "
-             f"{seed if seed is not None else '?'}) whose replicates resample the judges, the downstream prompts and the "
-             "MMRB2 pairs at once; *CI (meas.)* keeps the judges fixed (prompts and pairs only: how much these judges' "
-             "coefficient moves with new prompts and pairs, not an interval for judges in general). Bounds carry Monte "
-             "Carlo error (about ±0.1 for lower bounds at 1,000 replicates). *p* is a two-sided permutation "
-             "p-value (judge labels permuted). *LOO* is the range of r after leaving out any one judge. Pooled rows "
-             "compare judges only within a setting. ⚠ marks rows too thin to lean on; the reason is in the last "
-             "column. These numbers replace the Fisher interval above, which assumes normal data and ignores "
-             "measurement noise.\n"]
-    if intervals is None or intervals.empty:
-        return "\n".join(lines + ["No correlations.\n"])
-    t = intervals.copy()
-
-    def iv(lo: Any, hi: Any) -> str:
-        return f"{lo:+.2f} to {hi:+.2f}" if np.isfinite(lo) and np.isfinite(hi) else DASH
-
-    table = pd.DataFrame({
-        "task": [("⚠ " if f else "") + TASK_TITLES.get(x, x) for x, f in zip(t["task"], t["flag"])],
-        "generator": t["generator"],
-        "judges": t["n_judges"], "prompts": t["n_prompts"], "pairs": t["n_pairs"],
-        "r": t["pearson_r"], "r 95% CI": [iv(a, b) for a, b in zip(t["pearson_lo"], t["pearson_hi"])],
-        "CI (meas.)": [iv(a, b) for a, b in zip(t["pearson_lo_meas"], t["pearson_hi_meas"])],
-        "p (r)": t["pearson_p_perm"], "LOO r": [iv(a, b) for a, b in zip(t["pearson_loo_min"], t["pearson_loo_max"])],
-        "ρ": t["spearman_rho"], "ρ 95% CI": [iv(a, b) for a, b in zip(t["spearman_lo"], t["spearman_hi"])],
-        "p (ρ)": t["spearman_p_perm"],
-        "τ": t["kendall_tau"], "τ 95% CI": [iv(a, b) for a, b in zip(t["kendall_lo"], t["kendall_hi"])],
-        "p (τ)": t["kendall_p_perm"], "warning": t["warning"].fillna(""),
-    })
-    lines.append(markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": _p, "p (ρ)": _p,
-                                        "p (τ)": _p}))
-    if metrics is not None and not metrics.empty:
-        m = metrics.copy()
-        lines.append("\n### Best-of-N with intervals over prompts\n")
-        lines.append("Gain = BoN − random; recovery = gain / (oracle − random); win rate = P(pick beats another "
-                     "candidate of the prompt), ties half; rank 1 = best of N.\n")
-        mt = pd.DataFrame({
-            "task": [TASK_TITLES.get(x, x) for x in m["task"]], "generator": m["generator"], "judge": m["judge"],
-            "BoN": m["bon_score"], "BoN 95% CI": [f"{a:.3f} to {b:.3f}" if np.isfinite(a) and np.isfinite(b) else DASH
-                                                  for a, b in zip(m["bon_lo"], m["bon_hi"])],
-            "gain": m["gain"], "gain 95% CI": [f"{a:+.3f} to {b:+.3f}" if np.isfinite(a) and np.isfinite(b) else DASH
-                                               for a, b in zip(m["gain_lo"], m["gain_hi"])],
-            "recovery": m["recovery"], "win rate": m["win_rate"], "mean rank": m["mean_rank"],
-        })
-        lines.append(markdown_table(mt, {"BoN": "{:.3f}", "gain": "{:+.3f}", "recovery": "{:.0%}", "win rate": "{:.2f}",
-                                         "mean rank": "{:.2f}"}))
-    return "\n".join(lines)
-
-
-def append_statistics(run_dir: Path, intervals: pd.DataFrame, metrics: pd.DataFrame | None = None,
-                      bootstrap: int | None = None, seed: int | None = None, extra: str = "") -> Path:
-    """Add (or replace) the uncertainty section of ``run_dir/report.md``; idempotent."""
-    path = Path(run_dir) / "report.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Does MMRB2 accuracy predict Best-of-N gains?\n"
-    block = f"{STATS_BEGIN}\n{statistics_markdown(intervals, metrics, bootstrap, seed)}\n{extra}{STATS_END}\n"
-    if STATS_BEGIN in text and STATS_END in text:
-        head, rest = text.split(STATS_BEGIN, 1)
-        tail = rest.split(STATS_END, 1)[1].lstrip("\n")
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    _write_atomic(path, text)
-    return path
+    return "" if value is None else _cell(value)

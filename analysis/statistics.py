@@ -61,6 +61,7 @@ from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile
 from bon import mmrb2
 from bon.content import slug
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
 from bon.tasks import TASK_NAMES, TASKS, bon_task, is_task
 
@@ -70,6 +71,7 @@ RESAMPLE_ALL = ("judges", "prompts", "pairs")
 EXACT_PERMUTATION_MAX_JUDGES = 8
 MIN_JUDGES = 5
 PUBLISHED_CSV = Path(__file__).parent / "data" / "mmrb2_published.csv"
+AXIS_COLUMNS = ["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"]  # a JudgeAxis table
 ACCURACY_COLUMNS = ["judge", "task", "accuracy", "acc_lo", "acc_hi", "n_pairs", "n_judgements", "source"]
 
 
@@ -350,7 +352,7 @@ def _axis_from_outcomes(label: str, outcomes: dict[str, PairOutcomes], source: s
             evaluated = int((out.counted[j] > 0).sum())
             rows.append({"judge": judge, "task": task, "accuracy": acc[j], "n_pairs": evaluated,
                          "n_judgements": int(out.counted[j].sum()), "source": source})
-    table = pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"])
+    table = pd.DataFrame(rows, columns=AXIS_COLUMNS)
     return JudgeAxis(label, table, outcomes, excluded or {})
 
 
@@ -384,7 +386,7 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
     """Accuracies from the run's own preference set: ``mmrb2/<task>.json`` and
     ``mmrb2/judgments/<judge>/<task>.json``. ``judges`` (names as in picks.jsonl) maps the folder
     names, which are slugs, back to judge names."""
-    root = Path(run_dir) / "mmrb2"
+    root = RunFolder(Path(run_dir), existing=True).mmrb2
     if not root.is_dir():
         raise BonError(f"{root}: no preference set in this run folder")
     names = {slug(j): j for j in (judges or [])}
@@ -455,7 +457,7 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
     try:
         table = pd.read_csv(path, comment="#")
     except FileNotFoundError:
-        raise BonError(f"{path}: published accuracy table not found") from None
+        raise BonError(f"{path}: accuracy table not found") from None
     missing = {"judge", "task", "accuracy"} - set(table.columns)
     if missing:
         raise BonError(f"{path}: lacks column(s) {', '.join(sorted(missing))}")
@@ -470,7 +472,7 @@ def published_judge_axis(path: Path | None = None) -> JudgeAxis:
         table["n_pairs"] = np.nan
     table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
     table["source"] = table.get("source", pd.Series("published", index=table.index))
-    return JudgeAxis("published (MMRB2 paper)", table[["judge", "task", "accuracy", "n_pairs", "n_judgements", "source"]]
+    return JudgeAxis("published (MMRB2 paper)", table[AXIS_COLUMNS]
                      .reset_index(drop=True))
 
 

@@ -1,8 +1,13 @@
-"""Where everything lives inside a run folder; the one place that knows the layout."""
+"""Where everything lives inside a run folder; the one place that knows the layout.
+
+The same names serve any output folder of an analysis (``bon report --out DIR``), so a report for
+other accuracies can be written beside the study's without replacing it.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,29 +20,33 @@ from bon.errors import BonError
 @dataclass(frozen=True)
 class RunFolder:
     root: Path
-    create: bool = field(default=True, compare=False)  # False: the folder must exist already (--run DIR)
+    existing: bool = field(default=False, compare=False)  # a folder that must already exist (read, not created)
 
     def __post_init__(self) -> None:
-        if not self.create:
+        if self.existing:
             if not self.root.is_dir():
-                raise BonError(f"{self.root}: no such run folder" if not self.root.exists() else f"{self.root}: not a folder")
+                raise BonError(f"{self.root}: no such run folder")
             return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BonError(f"{self.root}: cannot create the run folder ({exc.strerror})") from None
-        if not os.access(self.root, os.W_OK):
-            raise BonError(f"{self.root}: run folder is not writable")
+        self.require_writable()
 
-    def check_writable(self) -> None:
-        """Fail before any work when files cannot be created here (``os.access`` says yes to root even
-        on a read-only mount, so really try)."""
-        probe = self.root / f".bon-write-test-{os.getpid()}"
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            raise BonError(f"{self.root}: run folder is not writable ({exc.strerror or exc})") from None
+    def require_writable(self) -> None:
+        """Refuse before anything is written, so a read-only folder keeps what it holds. ``os.access``
+        says yes to root even on a read-only mount, so a real file is created and removed too."""
+        for folder in (self.root, self.figures):
+            if not folder.exists():
+                continue
+            probe = folder / f".bon-write-test-{os.getpid()}"
+            try:
+                if not os.access(folder, os.W_OK):
+                    raise PermissionError(13, "Permission denied")
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as exc:
+                raise BonError(f"{folder}: run folder is not writable ({exc.strerror or exc})") from None
 
     config = property(lambda self: self.root / "config.yaml")
     prompts = property(lambda self: self.root / "prompts.jsonl")
@@ -45,12 +54,25 @@ class RunFolder:
     store = property(lambda self: self.root / "judgments.sqlite")
     scores = property(lambda self: self.root / "scores.jsonl")
     picks = property(lambda self: self.root / "picks.jsonl")
-    results = property(lambda self: self.root / "results.csv")
-    correlations = property(lambda self: self.root / "correlations.csv")
-    stats = property(lambda self: self.root / "stats.json")
-    report = property(lambda self: self.root / "report.md")
-    figure = property(lambda self: self.root / "correlation.png")
+    curves = property(lambda self: self.root / "curves")
     mmrb2 = property(lambda self: self.root / "mmrb2")
+    stats = property(lambda self: self.root / "stats.json")
+    # analysis outputs
+    results = property(lambda self: self.root / "results.csv")
+    metrics = property(lambda self: self.root / "metrics.csv")
+    correlations = property(lambda self: self.root / "correlations.csv")
+    accuracies = property(lambda self: self.root / "accuracies.csv")
+    leaderboard = property(lambda self: self.root / "leaderboard.csv")
+    power = property(lambda self: self.root / "power.csv")
+    report = property(lambda self: self.root / "report.md")
+    report_html = property(lambda self: self.root / "report.html")
+    report_json = property(lambda self: self.root / "report.json")
+    figures = property(lambda self: self.root / "figures")
+    figure = property(lambda self: self.figure_file("correlation"))
+
+    def figure_file(self, name: str) -> Path:
+        """A figure's PNG; its SVG sits beside it."""
+        return self.figures / f"{name}.png"
     ledger = property(lambda self: self.root / "invocations.json")  # every run of the study: ids, stage times
     picks_dir = property(lambda self: self.root / "picks")
 
@@ -76,17 +98,40 @@ class RunFolder:
     def judgment_file(self, judge: str, task_file: str) -> Path:
         return self.mmrb2 / "judgments" / slug(judge) / task_file
 
+    def alternative(self, name: str) -> Path:
+        """The folder of an analysis that must not replace the study's own (e.g. other accuracies)."""
+        return self.root / f"report-{slug(name)}"
 
-def write_json(path: Path, data: Any) -> None:
-    """Atomic JSON write: a reader never sees half a file."""
+
+def strict(value: Any) -> Any:
+    """A JSON-ready copy: NaN and infinities become None, numpy scalars and tables plain Python."""
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame, without importing pandas
+        value = value.to_dict(orient="records")
+    if isinstance(value, dict):
+        return {str(k): strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [strict(v) for v in value]
+    if hasattr(value, "tolist") and hasattr(value, "ndim"):  # numpy array or scalar
+        return strict(value.tolist())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return None if type(value).__name__ in ("NAType", "NaTType") else str(value)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Atomic write with the user's umask: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.write_bytes(data)
     tmp.replace(path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Strict JSON (missing numbers are ``null``, never NaN), written atomically."""
+    write_text(path, json.dumps(strict(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_bytes(path, text.encode("utf-8"))

@@ -25,7 +25,6 @@ from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
-from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
@@ -73,7 +72,7 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     verifier = cfg.verifier.create("verifier")
     strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
 
-    before = RunFolder(cfg.out, create=False) if cfg.out.is_dir() else None
+    before = RunFolder(cfg.out, existing=True) if cfg.out.is_dir() else None
     built = None if before is not None and before.prompts.exists() else build_prompts(cfg)  # suite options checked
 
     run = RunFolder(cfg.out)
@@ -113,10 +112,9 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
-    results = results_table(picks, scores, accuracies, cfg.n)
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
-    outcome = analyse(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, provenance)
+    outcome = analyse(run, cfg, ledger.timings(), judge_stats, pair_counts, stopped, provenance)
     # timings_s and judges[*] are the study's totals over all invocations; the last invocation's share beside them
     outcome.stats.update(invocations=len(ledger.entries), timings_last_invocation_s=ledger.timings(last_only=True))
     write_json(run.stats, outcome.stats)
@@ -194,7 +192,7 @@ def read_study_config(run: RunFolder) -> StudyConfig:
 def load_study(run_dir) -> FinishedStudy:
     from bon.stages.generate import load_done
 
-    run = RunFolder(run_dir, create=False)  # reading a study never creates a folder
+    run = RunFolder(run_dir, existing=True)  # reading a study never creates a folder
     if not run.config.exists() or not run.prompts.exists():
         raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` or `bon demo` first")
     cfg = read_study_config(run)
@@ -225,17 +223,14 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     return accuracy, detail
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict,
+def analyse(run: RunFolder, cfg: StudyConfig, timings: dict, judge_stats: dict, pair_counts: dict,
             stopped: str | None = None, provenance: dict | None = None) -> StudyOutcome:
-    from analysis.correlation import correlation_table
-    from analysis.full_report import build_report
-    from analysis.plots import correlation_figure
-    from analysis.report import write_report
+    """Record the run's statistics, then write the report bundle (read back from the run folder, so
+    ``bon report`` on the same folder gives the same numbers; no judge call)."""
+    from analysis.bon_metrics import RESULT_COLUMNS
+    from analysis.bundle import compute
+    from analysis.report import empty_report, write_report
 
-    correlations = correlation_table(results)
-    results.to_csv(run.results, index=False, float_format="%.6g")
-    correlations.to_csv(run.correlations, index=False, float_format="%.6g")
-    correlation_figure(results, correlations, run.figure)
     stats = {
         "judges": judge_stats,
         "strategy": cfg.strategy.name,
@@ -248,24 +243,16 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "versions": library_versions(),
     }
     write_json(run.stats, stats)
-    context = {
-        "seed": cfg.seed,
-        "n": cfg.n,
-        "strategy": cfg.strategy.name,
-        "generators": [g.label for g in cfg.generators],
-        "judges": [j.label for j in cfg.judges],
-        "verifier": cfg.verifier.label,
-        "preference_pairs": pair_counts,
-        "timings_s": timings,
-        "versions": stats["versions"],
-        "stats": judge_stats,
-    }
-    write_report(run.root, results, correlations, context)
-    try:  # intervals, leaderboard, report.html: read from the files just written, never a judge call
-        build_report(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
-    except BonError as exc:
-        note(f"[bold yellow]report.html skipped[/]: {exc}")
-    return StudyOutcome(run, results, correlations, stats, stopped)
+    try:
+        bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
+    except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
+        results = pd.DataFrame(columns=RESULT_COLUMNS)
+        write_text(run.results, results.to_csv(index=False))
+        write_text(run.report, empty_report(stats, str(exc)))
+        return StudyOutcome(run, results, pd.DataFrame(columns=["task", "generator", "n_judges", "pearson_r",
+                                                                  "spearman_rho"]), stats, stopped)
+    write_report(bundle, run)
+    return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
 
 
 def _json_line(record: dict[str, Any]) -> str:

@@ -64,7 +64,7 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
             raise BonError(f"--batch-size: generator {name!r} does not batch (drop the option)")
         options["batch_size"] = batch_size
     record = {"generator": generator_spec, "options": options, "seed": seed, "n": n}
-    existing = RunFolder(out, create=False) if out.is_dir() else None
+    existing = RunFolder(out, existing=True) if out.is_dir() else None
     if existing is not None:
         check_record(existing.candidates_dir(label) / "generate.json", record)
 

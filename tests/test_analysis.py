@@ -1,46 +1,26 @@
-"""Correlations against direct numpy/scipy computations, the figure and the markdown report."""
+"""The report bundle rendered: the figure, report.md, strict JSON and file modes."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
-from scipy import stats
 
-from analysis.correlation import CORRELATION_COLUMNS, correlate, correlation_table
+from analysis.bundle import compute
 from analysis.plots import correlation_figure
-from analysis.report import fisher_ci, markdown_table, with_gains, write_report
+from analysis.report import empty_report, markdown_table, render_markdown, write_report
+from analysis_run import make_run
 from bon.errors import BonError
+from bon.runfolder import RunFolder, write_json
 
 X = [52.0, 55.5, 61.0, 58.0, 66.5]
 Y = [0.41, 0.47, 0.52, 0.44, 0.60]
-
-
-def test_correlate_matches_numpy_and_scipy() -> None:
-    c = correlate(X, Y)
-    assert c["n"] == 5
-    assert c["pearson_r"] == pytest.approx(np.corrcoef(X, Y)[0, 1])
-    assert c["pearson_p"] == pytest.approx(stats.pearsonr(X, Y)[1])
-    rx, ry = stats.rankdata(X), stats.rankdata(Y)
-    assert c["spearman_rho"] == pytest.approx(np.corrcoef(rx, ry)[0, 1])
-    assert c["spearman_p"] == pytest.approx(stats.spearmanr(X, Y)[1])
-
-
-@pytest.mark.parametrize("x, y, n", [([1.0, 2.0], [3.0, 4.0], 2), ([], [], 0), ([1, 2, 3], [5, 5, 5], 3),
-                                     ([7, 7, 7, 7], [1, 2, 3, 4], 4), ([1, np.nan, 3, 4], [1, 2, np.nan, 4], 2)])
-def test_correlate_degenerate_is_nan(x, y, n) -> None:
-    c = correlate(x, y)
-    assert c["n"] == n
-    assert all(math.isnan(c[k]) for k in ("pearson_r", "pearson_p", "spearman_rho", "spearman_p"))
-
-
-def test_correlate_drops_non_finite_pairs() -> None:
-    c = correlate(X + [np.nan], Y + [0.9])
-    assert c["n"] == 5 and c["pearson_r"] == pytest.approx(np.corrcoef(X, Y)[0, 1])
 
 
 def make_results() -> pd.DataFrame:
@@ -54,35 +34,21 @@ def make_results() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_correlation_table_groups_and_orders() -> None:
-    res = make_results()
-    table = correlation_table(res)
-    assert list(table.columns) == CORRELATION_COLUMNS
-    assert list(zip(table["task"], table["generator"])) == [("t2i", "g1"), ("t2i", "g2"), ("edit", "g2")]
-    for _, row in table.iterrows():
-        sub = res[(res.task == row.task) & (res.generator == row.generator)]
-        assert row.n_judges == len(sub)
-        assert row.pearson_r == pytest.approx(stats.pearsonr(sub.mmrb2_accuracy, sub.bon_score)[0])
-        assert row.spearman_rho == pytest.approx(stats.spearmanr(sub.mmrb2_accuracy, sub.bon_score)[0])
-        assert row.spearman_p == pytest.approx(stats.spearmanr(sub.mmrb2_accuracy, sub.bon_score)[1])
+def strict_load(path: Path):
+    def refuse(name: str):
+        raise ValueError(f"{path}: not strict JSON ({name})")
+
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
 
 
-def test_correlation_table_extra_key_and_errors() -> None:
-    res = make_results()
-    both = pd.concat([res.assign(strategy="knockout"), res.assign(strategy="round_robin")])
-    with pytest.raises(BonError, match="several rows"):
-        correlation_table(both)
-    table = correlation_table(both, by=("task", "generator", "strategy"))
-    assert len(table) == 6 and list(table.columns[:3]) == ["task", "generator", "strategy"]
-    with pytest.raises(BonError, match="bon_score"):
-        correlation_table(res.drop(columns="bon_score"))
-    empty = correlation_table(res.iloc[:0])
-    assert empty.empty and list(empty.columns) == CORRELATION_COLUMNS
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory):
+    run = make_run(tmp_path_factory.mktemp("runs") / "run", prompts=6, n=4)
+    return compute(run, bootstrap=100, seed=0, power=False)
 
 
 def test_figure_written(tmp_path: Path) -> None:
-    res = make_results()
-    path = correlation_figure(res, correlation_table(res), tmp_path / "fig" / "correlation.png")
+    path = correlation_figure(make_results(), tmp_path / "fig" / "correlation.png")
     assert path.stat().st_size > 10_000
     with Image.open(path) as im:
         assert im.format == "PNG" and im.width > 1000
@@ -93,10 +59,10 @@ def test_figure_with_empty_and_degenerate_panels(tmp_path: Path) -> None:
     res = res[res.task == "t2i"].copy()  # edit, interleaved and reasoning panels are empty
     res.loc[res.generator == "g2", "bon_score"] = 0.5  # constant: r undefined, flat fit
     one = res.iloc[[0]].assign(task="reasoning", generator="solo")  # a single judge: no line
-    path = correlation_figure(pd.concat([res, one]), None, tmp_path / "c.png")
-    assert path.stat().st_size > 0
-    path = correlation_figure(res.iloc[:0], None, tmp_path / "empty.png")
-    assert path.stat().st_size > 0
+    assert correlation_figure(pd.concat([res, one]), tmp_path / "c.png").stat().st_size > 0
+    assert correlation_figure(res.iloc[:0], tmp_path / "empty.png").stat().st_size > 0
+    with pytest.raises(BonError, match="oracle_score"):
+        correlation_figure(res.drop(columns="oracle_score"), tmp_path / "bad.png")
 
 
 def test_markdown_table_helper() -> None:
@@ -107,37 +73,71 @@ def test_markdown_table_helper() -> None:
     assert lines[2] == "| a\\|b | 1.23 | 1 |" and lines[3] == "| c | – | 2 |"
 
 
-def test_gains_and_recovery() -> None:
-    df = pd.DataFrame({"bon_score": [0.6, 0.5], "random_score": [0.4, 0.5], "oracle_score": [0.8, 0.5]})
-    g = with_gains(df)
-    assert g["gain"].tolist() == pytest.approx([0.2, 0.0])
-    assert g["recovery"][0] == pytest.approx(0.5) and math.isnan(g["recovery"][1])
-    lo, hi = fisher_ci(0.8, 12)
-    z, half = np.arctanh(0.8), 1.959964 / math.sqrt(9)
-    assert (lo, hi) == pytest.approx((math.tanh(z - half), math.tanh(z + half)), abs=1e-5)
-    assert all(math.isnan(v) for v in fisher_ci(0.8, 3))
-
-
-def test_report_contains_tables(tmp_path: Path) -> None:
-    res = make_results()
-    corr = correlation_table(res)
-    context = {"seed": 13, "n": 8, "prompts_per_task": {"t2i": 12, "edit": 6}, "generators": ["g1", "g2"],
-               "judges": ["j1", "j2", "j3", "j4", "j5"], "strategy": "knockout",
-               "timings": {"generate": 1.5, "judge": 2.25}, "versions": {"bon": "0.1.0"}}
-    path = write_report(tmp_path, res, corr, context)
-    text = path.read_text(encoding="utf-8")
-    assert path == tmp_path / "report.md" and (tmp_path / "correlation.png").stat().st_size > 0
-    assert "![](correlation.png)" in text
-    assert "| task | generator | judges | Pearson r | r 95% CI | p (r) | Spearman ρ | p (ρ) |" in text
-    for title in ("### Text-to-image", "### Image editing"):
+def test_report_md_shows_the_one_correlation_table(bundle, tmp_path: Path) -> None:
+    text = render_markdown(bundle, RunFolder(bundle.run_dir))
+    assert text.startswith("# Does MMRB2 accuracy predict Best-of-N gains?")
+    assert "![](figures/correlation.png)" in text
+    assert "| task | generator | scope | judges | prompts | pairs | r | r 95% CI | CI (meas.) | p (r) | LOO r |" in text
+    row = bundle.settings.iloc[0]
+    assert f"{row.pearson_r:+.2f} | {row.pearson_lo:+.2f} to {row.pearson_hi:+.2f}" in text
+    assert "Fisher" not in text and "Partial study" not in text
+    for title in ("### Text-to-image", "### Image editing", "## Interpretation", "## What was run"):
         assert title in text
-    assert "| generator | judge | MMRB2 acc. (%) | BoN score | random | oracle | gain | recovery |" in text
-    assert f"{corr.loc[0, 'pearson_r']:+.2f}" in text
-    assert "knockout" in text and "13" in text and "t2i 12" in text and "| judge | 2.2" in text
-    assert "## Interpretation" in text and "j1" in text
-    assert "interleaved" not in text.split("## Judges per task")[1].lower()  # no empty task sections
+    assert "interleaved" not in text.split("## Judges per task")[1].split("## Interpretation")[0].lower()
+    m = bundle.metrics.iloc[0]
+    assert m.gain == pytest.approx(m.bon_score - m.random_score)
+    assert m.recovery == pytest.approx((m.bon_score - m.random_score) / (m.oracle_score - m.random_score))
 
 
-def test_report_needs_the_columns(tmp_path: Path) -> None:
-    with pytest.raises(BonError, match="oracle_score"):
-        write_report(tmp_path, make_results().drop(columns="oracle_score"), pd.DataFrame(), {})
+def test_results_csv_is_a_view_of_the_metrics_table(bundle) -> None:
+    res = bundle.results
+    assert list(res.columns[:8]) == ["task", "generator", "judge", "strategy", "mmrb2_accuracy", "bon_score",
+                                     "random_score", "oracle_score"]
+    merged = res.merge(bundle.metrics, on=["task", "generator", "judge", "strategy"], suffixes=("", "_m"))
+    assert len(merged) == len(res) == len(bundle.metrics)
+    assert np.allclose(merged["bon_score"], merged["bon_score_m"])
+    assert list(res["task"].drop_duplicates()) == ["t2i", "edit"]
+
+
+def test_partial_study_is_labelled_with_counts(bundle) -> None:
+    stats = {"stopped": "call budget of 50 spent", "judges": {"judge-0": {"calls_made": 50}}}
+    bundle.stats, saved = stats, bundle.stats
+    bundle.study, study = {**bundle.study, "judges": [{"label": f"judge-{k}"} for k in range(8)]}, bundle.study
+    try:
+        text = render_markdown(bundle, RunFolder(bundle.run_dir))
+    finally:
+        bundle.stats, bundle.study = saved, study
+    head = text.split("## What was run")[0]
+    assert "**Partial study:** call budget of 50 spent. 6 of 8 judges have Best-of-N picks" in head
+    assert "pending: judge-6, judge-7" in head and "50 judge calls" in head
+    empty = empty_report(stats, "no picks")
+    assert "Partial study" in empty and "No analysis: no picks." in empty
+
+
+def test_degenerate_analyses_are_named(tmp_path: Path) -> None:
+    two = compute(make_run(tmp_path / "two", qualities=(0.5, 0.9), prompts=4, n=3, images=False), bootstrap=100,
+                  power=False)
+    assert "a correlation needs 3" in two.degenerate()
+    one = compute(make_run(tmp_path / "n1", prompts=4, n=1, images=False), bootstrap=100, power=False)
+    assert one.degenerate().startswith("N = 1")
+
+
+def test_write_json_is_strict(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    write_json(path, {"a": math.nan, "b": [np.float64("inf"), np.int64(3)], "c": pd.DataFrame({"v": [1.0, np.nan]}),
+                      "d": np.array([0.5, np.nan])})
+    assert strict_load(path) == {"a": None, "b": [None, 3], "c": [{"v": 1.0}, {"v": None}], "d": [0.5, None]}
+
+
+def test_report_files_are_strict_and_follow_the_umask(bundle, tmp_path: Path) -> None:
+    out = RunFolder(tmp_path / "out")
+    old = os.umask(0o002)
+    try:
+        written = write_report(bundle, out)
+    finally:
+        os.umask(old)
+    for path in [*written.values(), out.figure]:
+        assert path.stat().st_mode & 0o777 == 0o664, path
+    payload = strict_load(out.report_json)
+    assert payload["pooled"]["n_judges"] == 6 and len(payload["correlations"]) == len(bundle.correlations)
+    assert not list(out.root.rglob("*.tmp"))

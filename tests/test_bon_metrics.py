@@ -15,7 +15,7 @@ from analysis.bon_metrics import (METRIC_COLUMNS, bon_metrics, load_prompt_level
 from analysis.leaderboard import format_leaderboard, holm, judge_costs, leaderboard, run_leaderboard, sign_flip_p
 from analysis_run import make_run
 from bon.errors import BonError
-from bon.stages.analyse import results_table
+from analysis.bon_metrics import results_table
 
 # one prompt, five candidates: scores with a tie at the top and one unscored candidate
 SCORES = {("g", "p1", 0): {"score": 0.2}, ("g", "p1", 1): {"score": 0.9}, ("g", "p1", 2): {"score": 0.9},

@@ -170,7 +170,7 @@ def test_select_n_beyond_the_study_is_refused(study, capsys):
 def test_picks_files_name_the_aggregate_and_never_overwrite(study, tmp_path):
     from bon.runfolder import RunFolder
 
-    run = RunFolder(study, create=False)
+    run = RunFolder(study, existing=True)
     for aggregate in ("copeland", "borda"):
         j = tmp_path / f"{aggregate}.json"
         assert main(["select", "--run", str(study), "--judge", "scene-full", "--strategy", "round-robin",

@@ -1,7 +1,6 @@
 import json
 from pathlib import Path
 
-import pytest
 
 from bon.cli import main
 from bon.config import load_config

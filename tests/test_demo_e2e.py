@@ -1,7 +1,6 @@
 """The demo study end to end at a small size: files, call counts, resume, and bad input."""
 
 import json
-import math
 
 import pandas as pd
 import pytest
@@ -19,7 +18,7 @@ def demo_run(tmp_path_factory):
 
 
 def test_outputs_exist_and_have_the_promised_columns(demo_run):
-    for name in ("report.md", "correlation.png", "results.csv", "correlations.csv", "stats.json", "config.yaml"):
+    for name in ("report.md", "figures/correlation.png", "results.csv", "correlations.csv", "stats.json", "config.yaml"):
         assert (demo_run / name).stat().st_size > 0, name
     results = pd.read_csv(demo_run / "results.csv")
     for col in ("task", "generator", "judge", "mmrb2_accuracy", "bon_score", "random_score", "oracle_score", "judge_calls", "prompts", "n"):
@@ -27,8 +26,8 @@ def test_outputs_exist_and_have_the_promised_columns(demo_run):
     assert set(results.task) == {"t2i", "edit", "interleaved", "reasoning"}
     assert results.judge.nunique() == 9 and results.generator.nunique() == 2
     corr = pd.read_csv(demo_run / "correlations.csv")
-    assert {"task", "generator", "n_judges", "pearson_r", "spearman_rho"} <= set(corr.columns)
-    assert len(corr) == 8
+    assert {"task", "generator", "scope", "n_judges", "pearson_r", "spearman_rho"} <= set(corr.columns)
+    assert len(corr[corr.scope == "setting"]) == 8
 
 
 def test_knockout_costs_two_calls_per_match(demo_run):
@@ -149,19 +148,57 @@ def test_statistical_report_and_its_commands(demo_run, tmp_path, capsys):
     html = (demo_run / "report.html").read_text()
     assert "<table" in html and "data:image/png;base64," in html
     assert not re.search(r'(src|href)="https?://', html)  # self-contained
-    for name in ("metrics.csv", "correlations_ci.csv", "accuracies.csv", "leaderboard.csv", "report.json"):
+    for name in ("metrics.csv", "correlations.csv", "accuracies.csv", "leaderboard.csv", "report.json"):
         assert (demo_run / name).stat().st_size > 0, name
-    ci = pd.read_csv(demo_run / "correlations_ci.csv")
+    ci = pd.read_csv(demo_run / "correlations.csv")
     assert {"pearson_r", "pearson_lo", "pearson_hi", "spearman_rho", "n_judges"} <= set(ci.columns)
     assert (ci.pearson_lo <= ci.pearson_hi).all()
     assert main(["leaderboard", "--run", str(demo_run), "--task", "t2i", "--generator", "strong"]) == 0
     assert "scene-full" in capsys.readouterr().out
-    assert main(["compare", str(demo_run), str(demo_run), "--out", str(tmp_path / "cmp")]) == 0
+    assert main(["compare", "--run", str(demo_run), "--run", str(demo_run), "--out", str(tmp_path / "cmp")]) == 0
     assert (tmp_path / "cmp" / "compare.html").exists()
     # a user's own Best-of-N scores against the accuracies published with MMRB2
     scores = tmp_path / "scores.csv"
     judges = ["Gemma 3 4B", "Gemma 3 27B", "Qwen2.5-VL-72B", "Qwen3-VL-8B", "GPT-4o"]
     pd.DataFrame({"task": "t2i", "generator": "mine", "judge": judges, "bon_score": [0.50, 0.55, 0.58, 0.61, 0.57]}).to_csv(scores, index=False)
     assert main(["figure", "--scores", str(scores), "--out", str(tmp_path / "fig")]) == 0
-    assert (tmp_path / "fig.png").stat().st_size > 0 and (tmp_path / "fig.svg").exists()
-    assert len(pd.read_csv(tmp_path / "fig_correlations.csv")) >= 1
+    assert (tmp_path / "fig" / "figures" / "correlation.png").stat().st_size > 0
+    assert (tmp_path / "fig" / "figures" / "correlation.svg").exists()
+    assert len(pd.read_csv(tmp_path / "fig" / "correlations.csv")) >= 1
+
+
+def test_bad_analysis_commands_leave_the_demo_folder_byte_identical(demo_run, tmp_path, monkeypatch, capsys):
+    import hashlib
+    import os
+    from pathlib import Path
+
+    def snapshot():
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(demo_run.rglob("*")) if p.is_file()}
+
+    before = snapshot()
+    bad = [["report", "--run", str(demo_run), "--accuracies", "published"],
+           ["report", "--run", str(demo_run), "--accuracies", str(tmp_path / "absent.csv")],
+           ["leaderboard", "--run", str(demo_run), "--task", "t2i", "--generator", "nobody"],
+           ["power", "--run", str(demo_run), "--task", "nothing"],
+           ["figure", "--scores", str(demo_run / "stats.json"), "--out", str(tmp_path / "f")],
+           ["compare", "--run", str(demo_run)]]
+    for args in bad:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("bon: error:") and "\n" not in err, (args, err)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if mode == os.W_OK and Path(p) == demo_run
+                        else real(p, mode, **kw))
+    assert main(["report", "--run", str(demo_run)]) == 2
+    assert "not writable" in capsys.readouterr().err
+    assert snapshot() == before
+
+
+def test_every_json_file_of_the_demo_is_strict(demo_run):
+    def refuse(name):
+        raise ValueError(name)
+
+    files = list(demo_run.rglob("*.json"))
+    assert len(files) > 10
+    for path in files:
+        json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)

@@ -1,4 +1,4 @@
-"""The full report of a run folder: files written, HTML self-contained, report.md extended idempotently,
+"""The full report of a run folder: files written, HTML self-contained, report.md rewritten identically,
 two runs compared, and the published-accuracy figure drawn for a user's Best-of-N scores CSV."""
 
 from __future__ import annotations
@@ -11,10 +11,19 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis.full_report import build_report, scores_figure
-from analysis.html_report import compare_runs, html_table, write_html_report
+from analysis.bundle import compute
+from analysis.html_report import compare_runs, html_table
+from analysis.report import write_report
+from analysis.scores_figure import scores_figure
 from analysis_run import make_run
 from bon.errors import BonError
+from bon.runfolder import RunFolder
+
+
+def build_report(run: Path, **kwargs) -> dict:
+    bundle = compute(run, **kwargs)
+    return {**write_report(bundle, RunFolder(run)), "pooled": bundle.pooled(),
+            "warnings": int(bundle.correlations["flag"].sum())}
 
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
 
@@ -29,7 +38,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     for j in range(2):
         (run / "curves" / f"judge-{j}.json").write_text(json.dumps({"judge": f"judge-{j}", "strategy": "knockout",
                                                                     "curve": rows[j::2]}))
-    (run / "report.md").write_text("# Does MMRB2 accuracy predict Best-of-N gains?\n\nexisting text\n")
     out = build_report(run, bootstrap=200, seed=0)
     return run, out
 
@@ -69,18 +77,14 @@ def test_html_is_self_contained(built: tuple[Path, dict]) -> None:
     assert all(src.startswith("data:") for src in re.findall(r'<img[^>]*src="([^"]+)"', text))
 
 
-def test_report_md_extended_once(built: tuple[Path, dict]) -> None:
+def test_report_md_is_written_whole_and_reproducibly(built: tuple[Path, dict]) -> None:
     run, out = built
     text = Path(out["markdown"]).read_text(encoding="utf-8")
-    assert text.startswith("# Does MMRB2") and "existing text" in text
-    assert "## Uncertainty" in text and "| r 95% CI | CI (meas.) |" in text
-    assert "LOO r" in text and "p (r)" in text
-    from analysis.report import append_statistics
-
-    corr = pd.read_csv(out["correlations"])
-    append_statistics(run, corr, None, 200, 0)
-    again = Path(out["markdown"]).read_text(encoding="utf-8")
-    assert again.count("## Uncertainty") == 1 and "existing text" in again
+    assert text.startswith("# Does MMRB2") and text.count("## Correlation between") == 1
+    assert "| r 95% CI | CI (meas.) |" in text and "LOO r" in text and "p (r)" in text
+    assert "`report.html`" in text and "`correlations.csv`" in text
+    build_report(run, bootstrap=200, seed=0)
+    assert Path(out["markdown"]).read_text(encoding="utf-8") == text
 
 
 def test_html_table_escapes_and_sorts_numbers() -> None:
@@ -113,6 +117,7 @@ def test_published_accuracy_figure_for_user_scores(tmp_path: Path) -> None:
                          "random_score": 0.5, "oracle_score": 0.95, "n_prompts": 200, "bon_sd": 0.25})
     pd.DataFrame(rows).to_csv(csv, index=False)
     out = scores_figure(csv, "published", bootstrap=200)
+    assert out["png"] == tmp_path / "my_scores_figure" / "figures" / "correlation.png"
     assert out["png"].exists() and out["svg"].exists() and out["correlations"].exists()
     assert out["matched"]["GPT-5"] == "GPT-5" and out["matched"]["qwen2.5-vl-72b"] == "Qwen2.5-VL-72B"
     assert out["matched"]["gemini 2.5 pro"] == "Gemini 2.5 Pro"
@@ -127,9 +132,9 @@ def test_published_accuracy_figure_for_user_scores(tmp_path: Path) -> None:
         scores_figure(tmp_path / "bad.csv")
 
 
-def test_write_html_report_without_bundle(tmp_path: Path) -> None:
+def test_html_report_of_a_small_run(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", qualities=(0.4, 0.6, 0.8), prompts=4, n=3, tasks=("t2i",), generators=("g",),
                    images=False)
-    path = write_html_report(run)
+    path = build_report(run, bootstrap=100, power=False)["html"]
     text = path.read_text(encoding="utf-8")
     assert path.name == "report.html" and "only 3 judges" in text and not EXTERNAL.search(text)

@@ -5,8 +5,7 @@ import sqlite3
 
 import pytest
 
-from bon.content import Content, Prompt
-from bon.protocol import Comparison, Verdict
+from bon.protocol import Verdict
 from bon.selection.knockout import Knockout
 from bon.selection.round_robin import RoundRobin
 from bon.simulate import NoisyJudge, true_best_rate

@@ -83,7 +83,7 @@ def check_run(run: Path, generators: int, judges: int, n: int = 4, prompts: int 
     assert all(r["mmrb2_accuracy"] == "" for r in rows)  # no preference set from a benchmark suite
     recs = scores(run)
     assert len(recs) == generators * prompts * n
-    assert (run / "report.md").exists() and (run / "correlation.png").exists()
+    assert (run / "report.md").exists() and (run / "figures" / "correlation.png").exists()
     return recs
 
 

@@ -103,7 +103,7 @@ def verify_command(run_dir: Path, verifier_spec: str, options: dict[str, Any] | 
         "identity": _identity(verifier),
     }
     if run.picks.exists():
-        from bon.stages.analyse import results_table
+        from analysis.bon_metrics import results_table
 
         picks = [r for _, r in read_jsonl(run.picks)]
         table = results_table(picks, scores, {}, cfg.n)

@@ -155,7 +155,7 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
     from bon.runfolder import RunFolder
     from verifiers.cli_support import verify_command
 
-    RunFolder(run_dir, create=False)
+    RunFolder(run_dir, existing=True)
     options = parse_options(verifier_options, "--verifier-option")
     if label:
         options["label"] = label
@@ -183,7 +183,7 @@ def _study_judge_and_strategy(run_dir: Path, judge_spec: str, label: Optional[st
     judge_opts = parse_options(judge_options, "--judge-option")
     strategy_opts = parse_options(strategy_options, "--strategy-option")
     study = load_study(run_dir)
-    study.run.check_writable()  # picks, curves and the store are written there
+    study.run.require_writable()  # picks, curves and the store are written there
     judge = study.judge(judge_spec, judge_opts, label=_judge_label(judge_spec, label, judge_opts))
     strategy = registry.create("strategy", strategy_spec, **strategy_opts)
     return study, judge, strategy
@@ -217,8 +217,8 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
            strategy_options: tuple[str, ...], n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
     from bon.referee import Referee
+    from analysis.bon_metrics import results_table
     from bon.runfolder import write_text
-    from bon.stages.analyse import results_table
     from bon.stages.select import select as select_stage
     from bon.stages.select import strategy_label
 

@@ -1,0 +1,177 @@
+"""The report bundle: every number of a study's analysis, computed once from the run folder.
+
+:func:`compute` reads only what a study leaves on disk (``picks.jsonl``, ``scores.jsonl``, ``mmrb2/``,
+``stats.json``, ``config.yaml``, ``curves/*.json``) and never calls a judge or writes a file. The
+renderers (:mod:`analysis.report` for markdown, CSV and JSON, :mod:`analysis.html_report` for HTML)
+only format what is here, so the files can never disagree. A new analysis adds a field here, a table
+in :meth:`ReportBundle.tables` and a section in :data:`analysis.report.SECTIONS`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from analysis.bon_metrics import bon_metrics, load_prompt_level, results_view, run_n, with_accuracies
+from analysis.leaderboard import all_leaderboards, load_stats
+from analysis.power import power_analysis
+from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, accuracy_axis, correlation_intervals, run_judge_axis,
+                                 settings_from_prompts)
+from bon.errors import BonError
+from bon.runfolder import RunFolder, strict
+
+MIN_CORRELATION_JUDGES = 3
+
+
+@dataclass
+class ReportBundle:
+    """A plain record of the analysis; ``figures`` is filled in when they are drawn."""
+
+    run_dir: Path
+    prompts: pd.DataFrame  # one row per pick (analysis.bon_metrics.prompt_level)
+    metrics: pd.DataFrame  # one row per (task, generator, judge, strategy), with the judge's accuracy
+    accuracies: pd.DataFrame  # judge x task accuracies with intervals
+    accuracy_label: str
+    excluded_sources: dict[str, list[str]]
+    correlations: pd.DataFrame  # the one correlation table (settings and pooled rows)
+    leaderboards: pd.DataFrame
+    power: dict[str, Any] | None
+    curves: pd.DataFrame | None
+    bootstrap: int
+    seed: int
+    level: float
+    study: dict[str, Any]  # config.yaml's study section
+    versions: dict[str, Any]
+    stats: dict[str, Any]  # stats.json
+    figures: dict[str, list[Path]] = field(default_factory=dict)
+
+    @property
+    def results(self) -> pd.DataFrame:
+        return results_view(self.metrics)
+
+    @property
+    def settings(self) -> pd.DataFrame:
+        """Correlation rows of single (task, generator, strategy) settings (no pooled rows)."""
+        return self.correlations[self.correlations["scope"] == "setting"].reset_index(drop=True)
+
+    @property
+    def n(self) -> int | None:
+        value = self.study.get("n")
+        return int(value) if value is not None else None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table, keyed by the :class:`~bon.runfolder.RunFolder` property naming its CSV file."""
+        out = {"results": self.results, "metrics": self.metrics, "correlations": self.correlations,
+               "accuracies": self.accuracies, "leaderboard": self.leaderboards}
+        if self.power:
+            out["power"] = self.power["grid"]
+        return out
+
+    def pooled(self) -> dict[str, Any]:
+        """The headline row: pooled over every setting (or the only setting)."""
+        rows = self.correlations[self.correlations["scope"] == "all"]
+        rows = rows if len(rows) else self.settings
+        if rows.empty:
+            return {}
+        keep = ("pearson_r", "pearson_lo", "pearson_hi", "pearson_p_perm", "spearman_rho", "spearman_lo",
+                "spearman_hi", "n_judges")
+        return strict({k: rows.iloc[0][k] for k in keep})
+
+    def payload(self) -> dict[str, Any]:
+        """``report.json``: strict JSON of every number."""
+        power = self.power
+        return strict({
+            "run_dir": self.run_dir, "bootstrap": self.bootstrap, "seed": self.seed, "level": self.level,
+            "accuracy_source": self.accuracy_label, "excluded_sources": self.excluded_sources,
+            "stopped": self.stats.get("stopped"), "pooled": self.pooled(),
+            "correlations": self.correlations, "metrics": self.metrics, "accuracies": self.accuracies,
+            "leaderboards": self.leaderboards,
+            "power": None if not power else {k: power[k] for k in ("model", "width", "recommendation", "grid")},
+            "study": self.study,
+        })
+
+    def degenerate(self) -> str | None:
+        """Why this analysis says nothing (then it must not replace a report), or None."""
+        if self.n is not None and self.n < 2:
+            return f"N = {self.n} candidate per prompt: every judge picks the same candidate, so there is nothing to compare"
+        if not np.isfinite(pd.to_numeric(self.metrics["mmrb2_accuracy"], errors="coerce")).any():
+            return f"no judge of this run has an accuracy in {self.accuracy_label}"
+        most = int(self.settings["n_judges"].max()) if len(self.settings) else 0
+        if most < MIN_CORRELATION_JUDGES:
+            return (f"at most {most} judge(s) per setting have both an accuracy and a Best-of-N score; a correlation "
+                    f"needs {MIN_CORRELATION_JUDGES}")
+        return None
+
+
+def read_study(run_dir: Path) -> dict[str, Any]:
+    """config.yaml as a dict ({} when missing or unreadable: the analysis does not need it)."""
+    try:
+        raw = yaml.safe_load(RunFolder(Path(run_dir), existing=True).config.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def load_curves(run_dir: Path) -> pd.DataFrame | None:
+    """Rows of every ``curves/*.json`` (``bon curve --json``) with their judge, or None when there are none."""
+    rows = []
+    for file in sorted(RunFolder(Path(run_dir), existing=True).curves.glob("*.json")):
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BonError(f"{file}: unreadable curve ({exc})") from None
+        for r in data.get("curve", []):
+            rows.append({**r, "judge": data.get("judge", file.stem), "strategy": data.get("strategy", "")})
+    return pd.DataFrame(rows) if rows else None
+
+
+def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeAxis | None,
+               exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None) -> JudgeAxis:
+    """The x axis: the run's own preference set (empty when it has none), published, a file, or a ready axis."""
+    if isinstance(accuracies, JudgeAxis):
+        return accuracies
+    if accuracies in (None, "run"):
+        try:
+            return run_judge_axis(run_dir, judges, exclude_sources)
+        except BonError:
+            return JudgeAxis("no preference set in this run", pd.DataFrame(columns=AXIS_COLUMNS))
+    return accuracy_axis(accuracies, run_dir, judges)
+
+
+def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+            accuracies: str | Path | JudgeAxis | None = "run",
+            exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
+            power: bool = True, power_width: float = 0.5) -> ReportBundle:
+    """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
+    (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
+    ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``."""
+    run_dir = Path(run_dir)
+    prompts = load_prompt_level(run_dir)
+    if prompts.empty:
+        raise BonError(f"{RunFolder(run_dir, existing=True).picks}: no picks")
+    axis = judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])), accuracies, exclude_sources)
+    stats = load_stats(run_dir)
+    acc = axis.with_intervals(bootstrap, seed, level)
+    metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir)), acc)
+    correlations = correlation_intervals(settings_from_prompts(prompts), axis, bootstrap=bootstrap, seed=seed, level=level)
+    power_result = None
+    if power:
+        try:
+            power_result = power_analysis(run_dir, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
+                                          judges_grid=(5, 8, 12, 20, 32), sims=100, bootstrap=150, seed=seed,
+                                          prompts=prompts, axis=axis)
+        except BonError:
+            power_result = None
+    config = read_study(run_dir)
+    return ReportBundle(
+        run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
+        excluded_sources=axis.excluded, correlations=correlations,
+        leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level),
+        power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
+        study=config.get("study") or {}, versions=config.get("versions") or {}, stats=stats)

@@ -1,0 +1,104 @@
+"""``bon figure``: the paper-style correlation figure for anybody's Best-of-N numbers.
+
+The scores are a CSV with one row per (task, generator, judge), for instance a run folder's own
+``results.csv``::
+
+    task,generator,judge,bon_score[,random_score,oracle_score][,n_prompts,bon_sd]
+    t2i,flux-dev,GPT-5,0.712,0.640,0.801,200,0.21
+
+``task`` is t2i, edit, interleaved or reasoning (or the scorer names image, ...); ``judge`` must match a
+judge of the accuracy table, ignoring case and punctuation (``gpt5`` = ``GPT-5``); ``bon_score`` is the
+mean downstream score of the judge's picks; ``random_score``/``oracle_score`` draw the baselines;
+``n_prompts`` with ``bon_sd`` (SD of the per-prompt pick scores) let the intervals include prompt noise.
+The accuracies are the MMRB2 paper's table (``published``) or a CSV with judge, task, accuracy[, n_pairs]
+columns, such as a run folder's ``accuracies.csv``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from analysis.bundle import MIN_CORRELATION_JUDGES
+from analysis.plots import PLOT_COLUMNS, correlation_figure
+from analysis.statistics import accuracy_axis, correlation_intervals, match_judges, settings_from_scores
+from bon.errors import BonError
+from bon.runfolder import RunFolder, write_text
+
+SCORE_COLUMNS = ("task", "generator", "judge", "bon_score")
+
+
+def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: Path | None = None,
+                  bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """``bon figure --scores CSV [--accuracies published|FILE] [--out DIR]``: the paper-style figure for a
+    user's Best-of-N scores (CSV format in the module doc) against published or supplied judge accuracies.
+
+    Writes ``DIR/figures/correlation.png`` and ``.svg`` and ``DIR/correlations.csv``, named as in a run folder
+    (default DIR: ``<stem>_figure`` beside the CSV); returns their paths, the judges matched and those left out (no accuracy for them).
+    """
+    scores_csv = Path(scores_csv)
+    try:
+        scores = pd.read_csv(scores_csv, comment="#")
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        why = getattr(exc, "strerror", None) or " ".join(str(exc).split())
+        raise BonError(f"{scores_csv}: cannot read the scores ({why})") from None
+    missing = [c for c in SCORE_COLUMNS if c not in scores.columns]
+    if missing:
+        raise BonError(f"{scores_csv}: lacks column(s) {', '.join(missing)} "
+                       "(expected task, generator, judge, bon_score[, random_score, oracle_score])")
+    from analysis.mmrb2 import BON_TO_SCORER, SCORER_TO_BON
+
+    # a run folder's results.csv carries its own accuracies and intervals: the supplied ones replace them
+    scores = scores.drop(columns=[c for c in ("mmrb2_accuracy", "acc_lo", "acc_hi") if c in scores.columns])
+    scores["task"] = [SCORER_TO_BON.get(str(t), str(t)) for t in scores["task"]]
+    bad = sorted(set(scores["task"]) - set(BON_TO_SCORER))
+    if bad:
+        raise BonError(f"{scores_csv}: unknown task(s) {', '.join(bad)} (use t2i, edit, interleaved, reasoning)")
+    axis = accuracy_axis(accuracies)
+    matched: dict[str, str] = {}
+    left_out: list[str] = []
+    keep = []
+    for i, r in scores.iterrows():
+        known = axis.table[axis.table.task == r["task"]]["judge"]
+        hit = match_judges([r["judge"]], known)
+        if hit:
+            matched[str(r["judge"])] = hit[r["judge"]]
+            keep.append(i)
+        else:
+            left_out.append(f"{r['judge']} ({r['task']})")
+    scores = scores.loc[keep].assign(judge=lambda d: [matched[str(j)] for j in d["judge"]])
+    if scores.empty:
+        raise BonError(f"{scores_csv}: none of the judges has an accuracy in {axis.label}")
+    for c in ("random_score", "oracle_score"):
+        if c not in scores.columns:
+            scores[c] = np.nan
+    correlations = correlation_intervals(settings_from_scores(scores), axis, bootstrap=bootstrap, seed=seed, level=level)
+    most = int(correlations["n_judges"].max()) if len(correlations) else 0
+    if most < MIN_CORRELATION_JUDGES:
+        raise BonError(f"{scores_csv}: at most {most} judge(s) per setting have an accuracy in {axis.label}; "
+                       f"a correlation needs {MIN_CORRELATION_JUDGES}")
+    acc = axis.with_intervals(bootstrap, seed, level)
+    results = scores.merge(acc[["judge", "task", "accuracy", "acc_lo", "acc_hi"]].rename(
+        columns={"accuracy": "mmrb2_accuracy"}), on=["judge", "task"], how="left")
+    if {"n_prompts", "bon_sd"} <= set(results.columns):  # normal-theory error bars for each BoN mean
+        se = pd.to_numeric(results["bon_sd"], errors="coerce") / np.sqrt(pd.to_numeric(results["n_prompts"], errors="coerce"))
+        z = float(norm.ppf(0.5 + level / 2))
+        results = results.assign(bon_lo=results["bon_score"] - z * se, bon_hi=results["bon_score"] + z * se)
+    y_noise = "prompts (normal, from bon_sd / sqrt(n_prompts))" if {"n_prompts", "bon_sd"} <= set(scores.columns) else \
+        "none (add n_prompts and bon_sd columns)"
+    note = (f"Accuracies: {axis.label}. Intervals: 95% bias-corrected bootstrap over judges and MMRB2 pairs; "
+            f"BoN noise: {y_noise}; "
+            f"{bootstrap} replicates, seed {seed}.")
+    extra = [c for c in ("acc_lo", "acc_hi", "bon_lo", "bon_hi") if c in results.columns]
+    folder = RunFolder(Path(out) if out else scores_csv.with_name(scores_csv.stem + "_figure"))
+    png = correlation_figure(results[[*PLOT_COLUMNS, *extra]], folder.figure,
+                             intervals=correlations, formats=("png", "svg"), note=note,
+                             x_label="MMRB2 accuracy of the judge (%, published)" if accuracies == "published" else None)
+    corr_path = folder.correlations
+    write_text(corr_path, correlations.to_csv(index=False, float_format="%.6g"))
+    return {"png": png, "svg": png.with_suffix(".svg"), "correlations": corr_path, "matched": matched,
+            "left_out": left_out, "table": correlations}
