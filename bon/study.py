@@ -18,7 +18,7 @@ import yaml
 
 from analysis import mmrb2
 from bon import registry
-from bon.config import StudyConfig
+from bon.config import StudyConfig, create_plugins
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.progress import note
@@ -29,13 +29,14 @@ from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
-from bon.stages.prompts import prepare_prompts, split
+from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import select
 from bon.stages.verify import load_scores, verify
 from bon.store import JudgmentStore
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
 FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
+PROVENANCE_KEYS = ("versions", "platform", "written")  # beside ``study`` in config.yaml; ignored on input
 
 
 @dataclass
@@ -48,23 +49,37 @@ class StudyOutcome:
 
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
-    """Write the resolved config with provenance; refuse a folder that holds a different study."""
+    """Write the resolved config with provenance; refuse a folder whose *recorded* work came from a
+    different study. A config left by a start that failed before producing anything never blocks."""
     wanted = cfg.as_dict()
     if run.config.exists():
         previous = yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}
-        old = previous.get("study", {})
-        changed = [k for k in FROZEN_KEYS if k in old and old[k] != wanted[k]]
+        old = previous.get("study") if isinstance(previous, dict) else None
+        old = old if isinstance(old, dict) else {}
+        changed = [k for k in FROZEN_KEYS if k in old and old[k] != wanted[k] and _recorded(run, k, old)]
         if changed:
             raise BonError(
                 f"{run.config}: this run folder holds a study with other {', '.join(changed)}; "
                 "use a new output folder (or the same settings to resume)"
             )
-    provenance = {"study": wanted, "versions": library_versions(), "platform": platform.platform(), "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    write_text(run.config, yaml.safe_dump(provenance, sort_keys=False))
+    provenance = dict(zip(PROVENANCE_KEYS, (library_versions(), platform.platform(), time.strftime("%Y-%m-%dT%H:%M:%S"))))
+    write_text(run.config, yaml.safe_dump({"study": wanted, **provenance}, sort_keys=False))
+
+
+def _recorded(run: RunFolder, key: str, old: dict[str, Any]) -> bool:
+    """Whether the folder holds work that the old value of ``key`` produced."""
+    if key in ("n", "generators"):
+        labels = [g.get("label") for g in old.get("generators") or [] if isinstance(g, dict)]
+        return any(run.candidates(str(label)).exists() for label in labels)
+    if key == "verifier":
+        return run.scores.exists()
+    return run.prompts.exists()  # seed, tasks, suite, preference: the prompts were drawn from them
 
 
 def run_study(cfg: StudyConfig) -> StudyOutcome:
+    plugins = create_plugins(cfg)  # every plugin and option checked before the folder is touched
     run = RunFolder(cfg.out)
+    built = None if run.prompts.exists() else build_prompts(cfg)
     record_config(run, cfg)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
@@ -75,12 +90,8 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
         timings[stage] = round(now - clock, 2)
         clock = now
 
-    generators = [spec.create("generator") for spec in cfg.generators]
-    judges = [spec.create("judge") for spec in cfg.judges]
-    verifier = cfg.verifier.create("verifier")
-    strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
-
-    prompts = prepare_prompts(run, cfg)
+    generators, judges, verifier, strategy = plugins.generators, plugins.judges, plugins.verifier, plugins.strategy
+    prompts = prepare_prompts(run, cfg, built)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")

@@ -10,14 +10,21 @@ from bon.runfolder import RunFolder
 PREFERENCE_PREFIX = "pref-"
 
 
-def prepare_prompts(run: RunFolder, cfg: StudyConfig) -> list[Prompt]:
-    """Build the suite on the first run; later runs read it back so every stage sees the same prompts."""
-    if run.prompts.exists():
-        return load_prompts(run.prompts)
+def build_prompts(cfg: StudyConfig) -> list[Prompt]:
+    """The study's prompts (Best-of-N and held-out), in memory: a bad suite fails before anything is written."""
     prompts = suites.build(cfg.suite, cfg.tasks, cfg.seed)
     if cfg.suite.get("name", "synthetic") == "synthetic":
         held_out = {**cfg.suite, "per_task": cfg.preference.prompts_per_task, "id_prefix": PREFERENCE_PREFIX}
         prompts += suites.build(held_out, cfg.tasks, cfg.seed + 7919)
+    return prompts
+
+
+def prepare_prompts(run: RunFolder, cfg: StudyConfig, built: list[Prompt] | None = None) -> list[Prompt]:
+    """Build the suite on the first run (or take ``built``); later runs read it back so every stage
+    sees the same prompts."""
+    if run.prompts.exists():
+        return load_prompts(run.prompts)
+    prompts = build_prompts(cfg) if built is None else built
     tmp = run.prompts.with_name("prompts.jsonl.tmp")
     tmp.unlink(missing_ok=True)
     append_jsonl(tmp, [p.to_json(run.root, run.inputs) for p in prompts])
