@@ -68,10 +68,12 @@ class StudyConfig:
     samples: int = 1
     max_calls: int | None = None
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
+    source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
+        del d["source"]
         return d
 
 
@@ -85,8 +87,9 @@ class StudyPlugins:
     strategy: Any
 
 
-def create_plugins(cfg: StudyConfig, where: str = "config") -> StudyPlugins:
+def create_plugins(cfg: StudyConfig) -> StudyPlugins:
     """Build every plugin of the study: a bad option or value is a one-line error naming its entry."""
+    where = cfg.source
     return StudyPlugins(
         generators=[g.create("generator", f"{where}: generators[{i}]") for i, g in enumerate(cfg.generators)],
         judges=[j.create("judge", f"{where}: judges[{i}]") for i, j in enumerate(cfg.judges)],
@@ -113,13 +116,13 @@ def load_config(path: Path, overrides: dict[str, Any] | None = None) -> StudyCon
 
 
 def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
-    known = set(StudyConfig.__dataclass_fields__)
+    known = set(StudyConfig.__dataclass_fields__) - {"source"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise BonError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if "out" not in raw:
         raise BonError(f"{where}: missing key 'out' (the run folder)")
-    cfg = StudyConfig(out=Path(raw["out"]))
+    cfg = StudyConfig(out=Path(raw["out"]), source=where)
     cfg.seed = _int(raw, "seed", cfg.seed, where)
     cfg.n = _int(raw, "n", cfg.n, where, minimum=1)
     cfg.samples = _int(raw, "samples", cfg.samples, where, minimum=1)
@@ -135,9 +138,9 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     cfg.generators = _specs(raw.get("generators"), "generator", where, "generators")
     cfg.judges = _specs(raw.get("judges"), "judge", where, "judges")
     if "verifier" in raw:
-        cfg.verifier = _specs([raw["verifier"]], "verifier", where, "verifier")[0]
+        cfg.verifier = _spec(raw["verifier"], "verifier", f"{where}: verifier")
     if "strategy" in raw:
-        cfg.strategy = _specs([raw["strategy"]], "strategy", where, "strategy")[0]
+        cfg.strategy = _spec(raw["strategy"], "strategy", f"{where}: strategy")
     pref = raw.get("preference") or {}
     if not isinstance(pref, dict):
         raise BonError(f"{where}: preference must be a mapping")
@@ -169,25 +172,29 @@ def _specs(raw: Any, kind: str, where: str, key: str) -> list[PluginSpec]:
         raise BonError(f"{where}: {key}: at least one {kind} is needed")
     if not isinstance(raw, list):
         raise BonError(f"{where}: {key} must be a list")
-    specs, labels = [], set()
+    specs: list[PluginSpec] = []
     for i, entry in enumerate(raw):
         here = f"{where}: {key}[{i}]"
-        if isinstance(entry, str):
-            entry = {"name": entry}
-        if not isinstance(entry, dict) or "name" not in entry:
-            raise BonError(f"{here}: expected a name or a mapping with 'name'")
-        name = str(entry["name"])
-        label = str(entry.get("label", name))
-        if label in labels:
-            raise BonError(f"{here}: duplicate label {label!r}; give each {kind} its own label")
-        labels.add(label)
-        bad = sorted(set(entry) - {"name", "label", "options"})
-        if bad:
-            raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: name, label, options)")
-        options = entry.get("options") or {}
-        if not isinstance(options, dict):
-            raise BonError(f"{here}: options must be a mapping")
-        spec = PluginSpec(name, label, dict(options))
-        spec.check(kind, here)
+        spec = _spec(entry, kind, here)
+        if spec.label in {s.label for s in specs}:
+            raise BonError(f"{here}: duplicate label {spec.label!r}; give each {kind} its own label")
         specs.append(spec)
     return specs
+
+
+def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
+    """One plugin entry (``name`` or ``{name, label, options}``), its name and options checked."""
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise BonError(f"{here}: expected a name or a mapping with 'name'")
+    bad = sorted(set(entry) - {"name", "label", "options"})
+    if bad:
+        raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: name, label, options)")
+    options = entry.get("options") or {}
+    if not isinstance(options, dict):
+        raise BonError(f"{here}: options must be a mapping")
+    name = str(entry["name"])
+    spec = PluginSpec(name, str(entry.get("label", name)), dict(options))
+    spec.check(kind, here)
+    return spec

@@ -40,6 +40,9 @@ class Plugin:
     run_only: ClassVar[tuple[str, ...]] = ()  # this plugin's extra settings that never change an answer
     name_key: ClassVar[str] = "plugin"  # the identity key holding the registered name
 
+    def __init__(self) -> None:
+        """A plugin without a constructor of its own takes no options (so none can slip by)."""
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         self = super().__new__(cls)
         self._bon_arguments = bound_arguments(cls, args, kwargs)

@@ -46,7 +46,6 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     suite = Path(suite)
     if not suite.is_file():
         raise BonError(f"{suite}: suite file not found")
-    run = open_run_folder(Path(out))
     prompts = load_prompts(suite)
     if limit is not None:
         prompts = prompts[:limit]
@@ -61,11 +60,12 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
         if not accepts(factory, "batch_size"):
             raise BonError(f"--batch-size: generator {name!r} does not batch (drop the option)")
         options["batch_size"] = batch_size
+    generator = registry.create("generator", generator_spec, name=label, **options)  # options checked before any write
+    run = open_run_folder(Path(out))
     record = {"generator": generator_spec, "options": options, "seed": seed, "n": n}
     record_file = run.candidates_dir(label) / "generate.json"
     check_record(record_file, record)
 
-    generator = registry.create("generator", generator_spec, name=label, **options)
     validate = getattr(generator, "validate", None)
     if callable(validate):
         validate(prompts, n)
