@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator as _Coroutine, Protocol, Sequence
@@ -29,6 +30,7 @@ RUN_ONLY = frozenset({
     "timeout", "retries", "max_retries", "backoff", "backoff_base", "backoff_max", "max_backoff",
     "max_retry_after", "preflight", "preflight_timeout", "api_key_env", "price_input", "price_output",
 })
+SECRET = re.compile(r"(^|_)(key|api_key|token|secret|password)$")  # never in an identity (it is logged)
 
 
 class Plugin:
@@ -101,7 +103,7 @@ def derived_identity(plugin: Plugin) -> dict[str, Any]:
     return {
         type(plugin).name_key: getattr(plugin, "_bon_plugin", None) or registered_name(plugin),
         "version": type(plugin).version,
-        **{k: v for k, v in arguments.items() if k not in skip},
+        **{k: v for k, v in arguments.items() if k not in skip and not SECRET.search(k)},
     }
 
 

@@ -151,7 +151,7 @@ def test_identity_keeps_what_a_plugin_adds_and_what_it_forgets():
     class Forgetful(PairwiseJudge):
         version = "3"
 
-        def __init__(self, model: str = "m", temperature: float = 0.0, batch_size: int = 8):
+        def __init__(self, model: str = "m", temperature: float = 0.0, batch_size: int = 8, api_key: str = "sk-1"):
             self.model, self.temperature, self.batch_size = model, temperature, batch_size
 
         def identity(self):
@@ -162,7 +162,7 @@ def test_identity_keeps_what_a_plugin_adds_and_what_it_forgets():
 
     ident = Forgetful(temperature=0.7, batch_size=2).identity()
     assert ident["template"] == "sha-of-the-prompt" and ident["temperature"] == 0.7 and ident["version"] == "3"
-    assert "batch_size" not in ident  # run-only settings never split the store
+    assert "batch_size" not in ident and "api_key" not in ident  # run-only settings never split the store; no secrets
     assert Forgetful(batch_size=1).identity() == Forgetful().identity() != Forgetful(temperature=0.7).identity()
     assert ident["plugin"].endswith(":test_identity_keeps_what_a_plugin_adds_and_what_it_forgets.<locals>.Forgetful")
 
