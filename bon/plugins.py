@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -71,7 +72,8 @@ def _merged_identity(own: Any) -> Any:
 
 
 def bound_arguments(cls: type, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The constructor's arguments by name, defaults applied (empty when they do not bind)."""
+    """The constructor's arguments by name, defaults applied (empty when they do not bind), as a JSON
+    snapshot: a plugin that later edits a dict it was given does not change its identity."""
     try:
         bound = _init_signature(cls).bind(None, *args, **kwargs)
     except TypeError:  # the constructor itself will report it
@@ -86,7 +88,7 @@ def bound_arguments(cls: type, args: tuple, kwargs: dict[str, Any]) -> dict[str,
             out[key] = list(value)
         else:
             out[key] = value
-    return out
+    return json.loads(json.dumps(out, default=str))
 
 
 @functools.lru_cache(maxsize=None)

@@ -80,3 +80,17 @@ def test_failed_start_does_not_block_and_run_folder_config_reproduces_the_study(
     other = _config(tmp_path, run, generators=[{"name": "synthetic", "label": "strong", "options": {"skill": 0.5}}])
     err = _one_line_error(capsys, ["run", str(other)])
     assert "holds a study with other generators" in err and (run / "config.yaml").read_bytes() == before
+
+
+def test_every_shipped_config_passes_the_strict_checks():
+    """Every plugin name and option in configs/ is checked against the plugin's constructor."""
+    from bon.config import parse_config
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    for path in sorted(root.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text())
+        if isinstance(raw, list):  # judges_paper.yaml: judge entries to paste under `judges:`
+            cfg = parse_config({"out": "unused", "generators": ["synthetic"], "judges": raw}, where=str(path))
+            assert len(cfg.judges) == len(raw)
+        else:
+            assert load_config(path).generators, path
