@@ -11,6 +11,7 @@ import json
 import platform
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -76,13 +77,20 @@ def _recorded(run: RunFolder, key: str, old: dict[str, Any]) -> bool:
     return run.prompts.exists()  # seed, tasks, suite, preference: the prompts were drawn from them
 
 
+def _open_run(cfg: StudyConfig) -> tuple[RunFolder, list[Prompt] | None]:
+    """The run folder and, on a first start, the suite built in memory: a bad suite creates nothing."""
+    if Path(cfg.out).is_dir() and RunFolder(cfg.out).prompts.exists():
+        return RunFolder(cfg.out), None
+    built = build_prompts(cfg)
+    return RunFolder(cfg.out), built
+
+
 def run_study(cfg: StudyConfig) -> StudyOutcome:
+    clock = time.perf_counter()
     plugins = create_plugins(cfg)  # every plugin and option checked before the folder is touched
-    run = RunFolder(cfg.out)
-    built = None if run.prompts.exists() else build_prompts(cfg)
+    run, built = _open_run(cfg)
     record_config(run, cfg)
     timings: dict[str, float] = {}
-    clock = time.perf_counter()
 
     def lap(stage: str) -> None:
         nonlocal clock

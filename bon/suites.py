@@ -42,11 +42,13 @@ def suite_call(spec: dict[str, Any], tasks: list[str], seed: int, where: str = W
     return factory, name, options
 
 
-def build(spec: dict[str, Any], tasks: list[str], seed: int) -> list[Prompt]:
+def build(spec: dict[str, Any], tasks: list[str], seed: int, where: str = WHERE) -> list[Prompt]:
     """Build the suite a config describes, keeping only the study's tasks."""
-    factory, name, options = suite_call(spec, tasks, seed)
+    factory, name, options = suite_call(spec, tasks, seed, where)
     try:
         prompts = factory(**options)
     except TypeError as exc:
-        raise BonError(f"{WHERE}: suite {name!r}: bad options ({str(exc).splitlines()[0] if str(exc) else exc})") from None
+        raise BonError(f"{where}: suite {name!r}: bad options ({str(exc).splitlines()[0] if str(exc) else exc})") from None
+    except BonError as exc:
+        raise BonError(f"{where}: {exc}") from None
     return [p for p in prompts if p.task in tasks]

@@ -48,6 +48,7 @@ def _one_line_error(capsys, argv) -> str:
     ({"judges": [{"name": "random", "optons": {"firm": 0.1}}]}, "judges[0]: unknown key(s) optons"),
     ({"generators": [{"name": "synthetic", "options": {"skill": "superb"}}]}, "skill must be strong, weak or a number"),
     ({"suite": {"name": "synthetic", "per_task": 2, "tasks": "t2i"}, "preference": {"margin": "wide"}}, "margin must be a number"),
+    ({"suite": {"name": "prompts", "path": "missing.jsonl"}}, "suite: missing.jsonl: suite file not found"),
 ])
 def test_config_mistakes_are_one_line_and_write_nothing(tmp_path, capsys, changes, expected):
     out = tmp_path / "run"

@@ -12,10 +12,11 @@ PREFERENCE_PREFIX = "pref-"
 
 def build_prompts(cfg: StudyConfig) -> list[Prompt]:
     """The study's prompts (Best-of-N and held-out), in memory: a bad suite fails before anything is written."""
-    prompts = suites.build(cfg.suite, cfg.tasks, cfg.seed)
+    where = f"{cfg.source}: suite"
+    prompts = suites.build(cfg.suite, cfg.tasks, cfg.seed, where)
     if cfg.suite.get("name", "synthetic") == "synthetic":
         held_out = {**cfg.suite, "per_task": cfg.preference.prompts_per_task, "id_prefix": PREFERENCE_PREFIX}
-        prompts += suites.build(held_out, cfg.tasks, cfg.seed + 7919)
+        prompts += suites.build(held_out, cfg.tasks, cfg.seed + 7919, where)
     return prompts
 
 
