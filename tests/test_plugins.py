@@ -195,3 +195,13 @@ def test_no_plugin_constructor_swallows_options():
                   for p in (root / folder).rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
                   if "**_" in line and "def " in line]
     assert swallowing == []
+
+
+def test_plugins_survive_pickling_with_their_identity():
+    """Executors ship plugins to worker processes: the derived identity travels with them."""
+    import pickle
+
+    for kind, spec, options in [("judge", "colour-hist", {"min_share": 0.02}), ("generator", "synthetic", {"skill": "weak"}),
+                                ("strategy", "round-robin", {"aggregate": "borda"})]:
+        plugin = registry.create(kind, spec, **options)
+        assert pickle.loads(pickle.dumps(plugin)).identity() == plugin.identity()
