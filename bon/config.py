@@ -1,4 +1,10 @@
-"""Study configs: YAML in, a validated :class:`StudyConfig` out, one-line errors naming the key."""
+"""Study configs: YAML in, a validated :class:`StudyConfig` out, one-line errors naming the key.
+
+Everything is checked before a study writes anything: keys, values, every plugin's name and options
+(by its constructor's signature) and the suite's options; :func:`create_plugins` then builds the
+plugins so their own value checks run too. A run folder's ``config.yaml`` is a valid input: its
+``study`` section is the config, the provenance beside it is ignored.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from bon import registry
+from bon import registry, suites
 from bon.content import TASKS
 from bon.errors import BonError
 
@@ -21,8 +27,21 @@ class PluginSpec:
     label: str
     options: dict[str, Any] = field(default_factory=dict)
 
-    def create(self, kind: str) -> Any:
-        return registry.create(kind, self.name, name=self.label, **self.options)
+    def create(self, kind: str, where: str | None = None) -> Any:
+        return registry.create_from(kind, self.name, self._options(kind), where)
+
+    def check(self, kind: str, where: str) -> None:
+        """Name and options, checked against the plugin's constructor without building it."""
+        name, spec_options = registry.parse_spec(self.name)
+        try:
+            factory = registry.resolve(kind, name)
+        except BonError as exc:
+            raise BonError(f"{where}: {exc}") from None
+        registry.check_options(kind, name, factory, {**spec_options, **self._options(kind)}, where)
+
+    def _options(self, kind: str) -> dict[str, Any]:
+        # generators, judges and verifiers appear under their label; a strategy has none
+        return dict(self.options) if kind == "strategy" else {"name": self.label, **self.options}
 
 
 @dataclass
@@ -49,11 +68,34 @@ class StudyConfig:
     samples: int = 1
     max_calls: int | None = None
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
+    source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
+        del d["source"]
         return d
+
+
+@dataclass
+class StudyPlugins:
+    """A study's plugins, built (and so value-checked) before anything is written."""
+
+    generators: list[Any]
+    judges: list[Any]
+    verifier: Any
+    strategy: Any
+
+
+def create_plugins(cfg: StudyConfig) -> StudyPlugins:
+    """Build every plugin of the study: a bad option or value is a one-line error naming its entry."""
+    where = cfg.source
+    return StudyPlugins(
+        generators=[g.create("generator", f"{where}: generators[{i}]") for i, g in enumerate(cfg.generators)],
+        judges=[j.create("judge", f"{where}: judges[{i}]") for i, j in enumerate(cfg.judges)],
+        verifier=cfg.verifier.create("verifier", f"{where}: verifier"),
+        strategy=cfg.strategy.create("strategy", f"{where}: strategy"),
+    )
 
 
 def load_config(path: Path, overrides: dict[str, Any] | None = None) -> StudyConfig:
@@ -67,18 +109,20 @@ def load_config(path: Path, overrides: dict[str, Any] | None = None) -> StudyCon
         raise BonError(f"{path}: not valid YAML{where}") from None
     if not isinstance(raw, dict):
         raise BonError(f"{path}: a config must be a mapping of keys to values")
+    if isinstance(raw.get("study"), dict):  # a run folder's config.yaml: the study, beside its provenance
+        raw = {k: v for k, v in raw["study"].items() if v is not None}
     raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return parse_config(raw, where=str(path))
 
 
 def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
-    known = set(StudyConfig.__dataclass_fields__)
+    known = set(StudyConfig.__dataclass_fields__) - {"source"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise BonError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if "out" not in raw:
         raise BonError(f"{where}: missing key 'out' (the run folder)")
-    cfg = StudyConfig(out=Path(raw["out"]))
+    cfg = StudyConfig(out=Path(raw["out"]), source=where)
     cfg.seed = _int(raw, "seed", cfg.seed, where)
     cfg.n = _int(raw, "n", cfg.n, where, minimum=1)
     cfg.samples = _int(raw, "samples", cfg.samples, where, minimum=1)
@@ -88,18 +132,29 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     for t in cfg.tasks:
         if t not in TASKS:
             raise BonError(f"{where}: tasks: unknown task {t!r} (expected one of {', '.join(TASKS)})")
+    if not isinstance(raw.get("suite", {}), dict):
+        raise BonError(f"{where}: suite must be a mapping with 'name' and the suite's options")
     cfg.suite = dict(raw.get("suite", cfg.suite))
     cfg.generators = _specs(raw.get("generators"), "generator", where, "generators")
     cfg.judges = _specs(raw.get("judges"), "judge", where, "judges")
     if "verifier" in raw:
-        cfg.verifier = _specs([raw["verifier"]], "verifier", where, "verifier")[0]
+        cfg.verifier = _spec(raw["verifier"], "verifier", f"{where}: verifier")
     if "strategy" in raw:
-        cfg.strategy = _specs([raw["strategy"]], "strategy", where, "strategy")[0]
+        cfg.strategy = _spec(raw["strategy"], "strategy", f"{where}: strategy")
     pref = raw.get("preference") or {}
+    if not isinstance(pref, dict):
+        raise BonError(f"{where}: preference must be a mapping")
     bad = sorted(set(pref) - set(PreferenceConfig.__dataclass_fields__))
     if bad:
-        raise BonError(f"{where}: preference: unknown key(s) {', '.join(bad)}")
+        raise BonError(f"{where}: preference: unknown key(s) {', '.join(bad)}"
+                       f" (known: {', '.join(PreferenceConfig.__dataclass_fields__)})")
+    for key, least in (("prompts_per_task", 0), ("pairs_per_prompt", 1), ("annotators", 1)):
+        if key in pref:
+            _int(pref, key, 0, f"{where}: preference", minimum=least)
+    if "margin" in pref and (isinstance(pref["margin"], bool) or not isinstance(pref["margin"], (int, float))):
+        raise BonError(f"{where}: preference: margin must be a number, got {pref['margin']!r}")
     cfg.preference = PreferenceConfig(**pref)
+    suites.suite_call(cfg.suite, cfg.tasks, cfg.seed, where=f"{where}: suite")
     return cfg
 
 
@@ -117,22 +172,29 @@ def _specs(raw: Any, kind: str, where: str, key: str) -> list[PluginSpec]:
         raise BonError(f"{where}: {key}: at least one {kind} is needed")
     if not isinstance(raw, list):
         raise BonError(f"{where}: {key} must be a list")
-    specs, labels = [], set()
+    specs: list[PluginSpec] = []
     for i, entry in enumerate(raw):
         here = f"{where}: {key}[{i}]"
-        if isinstance(entry, str):
-            entry = {"name": entry}
-        if not isinstance(entry, dict) or "name" not in entry:
-            raise BonError(f"{here}: expected a name or a mapping with 'name'")
-        name = str(entry["name"])
-        if registry.parse_spec(name)[0] not in registry.names(kind):
-            raise BonError(f"{here}: unknown {kind} {name!r} (known: {', '.join(registry.names(kind))})")
-        label = str(entry.get("label", name))
-        if label in labels:
-            raise BonError(f"{here}: duplicate label {label!r}; give each {kind} its own label")
-        labels.add(label)
-        options = entry.get("options") or {}
-        if not isinstance(options, dict):
-            raise BonError(f"{here}: options must be a mapping")
-        specs.append(PluginSpec(name, label, dict(options)))
+        spec = _spec(entry, kind, here)
+        if spec.label in {s.label for s in specs}:
+            raise BonError(f"{here}: duplicate label {spec.label!r}; give each {kind} its own label")
+        specs.append(spec)
     return specs
+
+
+def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
+    """One plugin entry (``name`` or ``{name, label, options}``), its name and options checked."""
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise BonError(f"{here}: expected a name or a mapping with 'name'")
+    bad = sorted(set(entry) - {"name", "label", "options"})
+    if bad:
+        raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: name, label, options)")
+    options = entry.get("options") or {}
+    if not isinstance(options, dict):
+        raise BonError(f"{here}: options must be a mapping")
+    name = str(entry["name"])
+    spec = PluginSpec(name, str(entry.get("label", name)), dict(options))
+    spec.check(kind, here)
+    return spec

@@ -1,25 +1,129 @@
-"""The interfaces plugins implement (judges' lives in :mod:`bon.protocol`)."""
+"""Every interface a plugin implements, in one place, and the identity the judgment store keys on.
+
+Kinds: :class:`Generator`, :class:`PairwiseJudge` (and :class:`PointwiseJudge`, a reward model),
+:class:`Verifier`, :class:`Strategy` (and :class:`PointwiseStrategy`) and :class:`Suite`. The
+pairwise question itself (``Comparison``, ``Verdict``, the tie rule) lives in :mod:`bon.protocol`.
+
+Identity is derived, not declared: a plugin's :meth:`Plugin.identity` is its registered name, its
+``version`` (a class attribute, default ``"1"``) and every constructor argument as bound (defaults
+applied), except the label ``name`` and the run-only settings in :data:`RUN_ONLY` (and a class's own
+``run_only``) that never change an answer. A plugin may override ``identity()`` to *add* facts (a
+prompt-template hash, a resolved model revision); whatever it returns is merged over the derived part,
+so a setting can never be forgotten and a changed setting is always a new judgment.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Generator as _Coroutine, Protocol, Sequence
 
-from bon.content import Candidate, Prompt
+from bon.content import Candidate, Content, Prompt
+from bon.protocol import Comparison, MatchResult, Verdict, score_from_margin, seeded_coin
+
+# Settings that change how a plugin runs, never what it answers: left out of every identity.
+RUN_ONLY = frozenset({
+    "name", "device", "device_map", "attn_implementation", "batch_size", "concurrency", "max_concurrency",
+    "timeout", "retries", "max_retries", "backoff", "backoff_base", "backoff_max", "max_backoff",
+    "max_retry_after", "preflight", "preflight_timeout", "api_key_env", "price_input", "price_output",
+})
+SECRET = re.compile(r"(^|_)(key|api_key|token|secret|password)$")  # never in an identity (it is logged)
 
 
-class Generator(ABC):
-    """Samples candidates for a prompt. ``name`` is the label the study gives this generator."""
+class Plugin:
+    """Base of every plugin kind: records its constructor arguments so identity needs no code."""
 
-    name: str = "generator"
+    kind: ClassVar[str] = "plugin"
+    name: str = "plugin"  # the label a study shows (not part of the identity)
+    version: Any = "1"  # bump when the same settings would now give different answers
+    run_only: ClassVar[tuple[str, ...]] = ()  # this plugin's extra settings that never change an answer
+    name_key: ClassVar[str] = "plugin"  # the identity key holding the registered name
+
+    def __init__(self) -> None:
+        """A plugin without a constructor of its own takes no options (so none can slip by)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        self = super().__new__(cls)
+        self._bon_arguments = bound_arguments(cls, args, kwargs)
+        return self
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("identity")
+        if own is not None and not getattr(own, "_merges_derived", False):
+            cls.identity = _merged_identity(own)
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name}
+        """What the store keys on. Override to add facts; the derived part is always kept."""
+        return derived_identity(self)
+
+
+def _merged_identity(own: Any) -> Any:
+    @functools.wraps(own)
+    def identity(self: Plugin) -> dict[str, Any]:
+        return {**derived_identity(self), **own(self)}
+
+    identity._merges_derived = True  # type: ignore[attr-defined]
+    return identity
+
+
+def bound_arguments(cls: type, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The constructor's arguments by name, defaults applied (empty when they do not bind), as a JSON
+    snapshot: a plugin that later edits a dict it was given does not change its identity."""
+    try:
+        bound = _init_signature(cls).bind(None, *args, **kwargs)
+    except TypeError:  # the constructor itself will report it
+        return {}
+    bound.apply_defaults()
+    out: dict[str, Any] = {}
+    for key, value in list(bound.arguments.items())[1:]:
+        kind = bound.signature.parameters[key].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            out.update(value)
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            out[key] = list(value)
+        else:
+            out[key] = value
+    return json.loads(json.dumps(out, default=str))
+
+
+@functools.lru_cache(maxsize=None)
+def _init_signature(cls: type) -> inspect.Signature:
+    return inspect.signature(cls.__init__)
+
+
+def derived_identity(plugin: Plugin) -> dict[str, Any]:
+    """Registered name, version and every answer-changing constructor argument."""
+    from bon.registry import registered_name
+
+    skip = RUN_ONLY | set(type(plugin).run_only)
+    arguments = getattr(plugin, "_bon_arguments", {})
+    return {
+        type(plugin).name_key: getattr(plugin, "_bon_plugin", None) or registered_name(plugin),
+        "version": type(plugin).version,
+        **{k: v for k, v in arguments.items() if k not in skip and not SECRET.search(k)},
+    }
+
+
+# --- generators -------------------------------------------------------------------------------
+
+
+class Generator(Plugin, ABC):
+    """Samples candidates for a prompt. ``name`` is the label the study gives this generator."""
+
+    kind = "generator"
+    name = "generator"
 
     @abstractmethod
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         """One candidate per seed, ``index`` = position in ``seeds``; same seed, same candidate."""
+
+
+# --- verifiers --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -31,14 +135,100 @@ class Score:
     missing: str | None = None
 
 
-class Verifier(ABC):
+class Verifier(Plugin, ABC):
     """Scores a candidate's success on its prompt from what the candidate shows (pixels and text)."""
 
-    name: str = "verifier"
-
-    def identity(self) -> dict[str, Any]:
-        return {"name": self.name}
+    kind = "verifier"
+    name = "verifier"
 
     @abstractmethod
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         """Never raises for a bad candidate: returns ``Score(None, missing=reason)``."""
+
+
+# --- judges -----------------------------------------------------------------------------------
+
+
+class PairwiseJudge(Plugin, ABC):
+    """A judge speaking the MMRB2 pairwise protocol. Subclasses set ``name`` and answer batches."""
+
+    kind = "judge"
+    name = "judge"
+
+    @abstractmethod
+    def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
+        """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
+
+
+class PointwiseJudge(PairwiseJudge):
+    """A judge that scores each response alone (a reward model: CLIPScore, PickScore, VQAScore...).
+
+    Pointwise selection takes the argmax of its scores; its pairwise view compares the two scores
+    (``margin_scale`` maps a score difference to the roughly [-1, 1] margin), so the same judge also
+    enters knockout, round-robin and MMRB2 scoring.
+    """
+
+    margin_scale: float = 1.0
+
+    @abstractmethod
+    def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
+        """One score per response (``Score(None, missing=reason)`` on failure); batch as you like."""
+
+    def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
+        by_prompt: dict[str, list[Comparison]] = {}
+        for c in comparisons:
+            by_prompt.setdefault(c.prompt.content.digest, []).append(c)
+        values: dict[tuple[str, str], Score] = {}
+        for group in by_prompt.values():
+            unique = {r.digest: r for c in group for r in (c.a, c.b)}
+            scores = self.score(group[0].prompt, list(unique.values()))
+            values.update({(group[0].prompt.content.digest, d): s for d, s in zip(unique, scores)})
+        return [self._pairwise(c, values[(c.prompt.content.digest, c.a.digest)], values[(c.prompt.content.digest, c.b.digest)]) for c in comparisons]
+
+    def _pairwise(self, c: Comparison, sa: Score, sb: Score) -> Verdict:
+        if sa.value is None or sb.value is None:
+            return Verdict.failed(sa.missing or sb.missing or "no score")
+        margin = max(-1.0, min(1.0, (sa.value - sb.value) * self.margin_scale))
+        better, score = score_from_margin(margin, coin=seeded_coin(self.name, c.prompt.content.digest, c.a.digest, c.b.digest, c.sample))
+        return Verdict(better, score, meta={"score_a": sa.value, "score_b": sb.value})
+
+
+# --- selection strategies ---------------------------------------------------------------------
+
+Bracket = _Coroutine[list[tuple[int, int]], list[MatchResult], int]
+
+
+class Strategy(Plugin, ABC):
+    """Picks one of N candidates by asking for matches; it never calls a judge itself."""
+
+    kind = "strategy"
+    name = "strategy"
+
+    @abstractmethod
+    def bracket(self, n: int, key: tuple) -> Bracket:
+        """Yield ready matches among candidates 0..n-1, receive their results, return the winner.
+        ``key`` identifies the group (seed, prompt, generator) for seeded choices."""
+
+
+class PointwiseStrategy(Strategy):
+    """A strategy that needs one score per candidate instead of matches."""
+
+    @abstractmethod
+    def choose(self, scores: list[float | None], key: tuple) -> int:
+        """The winner's index given each candidate's score (None = missing)."""
+
+    def bracket(self, n: int, key: tuple) -> Bracket:  # pragma: no cover - never driven as a bracket
+        raise NotImplementedError
+
+
+# --- suites -----------------------------------------------------------------------------------
+
+
+class Suite(Protocol):
+    """A prompt suite: a function from its options to prompts (a module's ``build_suite``).
+
+    Its keyword parameters are its options (checked by name like every plugin's); the study passes
+    ``seed`` and ``tasks`` to suites that declare them.
+    """
+
+    def __call__(self, **options: Any) -> list[Prompt]: ...

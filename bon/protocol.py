@@ -4,18 +4,17 @@ A judge answers one :class:`Comparison` at a time (batched for speed): given the
 responses A and B, which is better, with a 1-6 score where 6 means "A much better" and 1 "B much
 better". A *match* between two candidates asks both orders (forward x,y and reverse y,x) and merges
 them with a deterministic tie rule. Strategies only ever talk to a :class:`Referee`, which owns the
-judgment store, so no judgment is paid for twice.
+judgment store, so no judgment is paid for twice. The judge interfaces themselves live with every
+other plugin interface in :mod:`bon.plugins` (re-exported here for the judges that import them).
 """
 
 from __future__ import annotations
 
 import hashlib
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bon.content import Content, Prompt
-from bon.plugins import Score
 
 
 @dataclass(eq=False)
@@ -64,53 +63,6 @@ def score_from_margin(margin: float, coin: bool) -> tuple[str, int]:
     if margin > 0 or (margin == 0 and coin):
         return "A", 4 + int(margin > 0.15) + int(margin > 0.4)
     return "B", 3 - int(margin < -0.15) - int(margin < -0.4)
-
-
-class PairwiseJudge(ABC):
-    """A judge speaking the MMRB2 pairwise protocol. Subclasses set ``name`` and answer batches."""
-
-    name: str = "judge"
-
-    def identity(self) -> dict[str, Any]:
-        """What the judgment store keys on: a changed setting is a different judgment."""
-        return {"name": self.name}
-
-    @abstractmethod
-    def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
-        """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
-
-
-class PointwiseJudge(PairwiseJudge):
-    """A judge that scores each response alone (a reward model: CLIPScore, PickScore, VQAScore...).
-
-    Pointwise selection takes the argmax of its scores; its pairwise view compares the two scores
-    (``margin_scale`` maps a score difference to the roughly [-1, 1] margin), so the same judge also
-    enters knockout, round-robin and MMRB2 scoring.
-    """
-
-    margin_scale: float = 1.0
-
-    @abstractmethod
-    def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
-        """One score per response (``Score(None, missing=reason)`` on failure); batch as you like."""
-
-    def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
-        by_prompt: dict[str, list[Comparison]] = {}
-        for c in comparisons:
-            by_prompt.setdefault(c.prompt.content.digest, []).append(c)
-        values: dict[tuple[str, str], Score] = {}
-        for group in by_prompt.values():
-            unique = {r.digest: r for c in group for r in (c.a, c.b)}
-            scores = self.score(group[0].prompt, list(unique.values()))
-            values.update({(group[0].prompt.content.digest, d): s for d, s in zip(unique, scores)})
-        return [self._pairwise(c, values[(c.prompt.content.digest, c.a.digest)], values[(c.prompt.content.digest, c.b.digest)]) for c in comparisons]
-
-    def _pairwise(self, c: Comparison, sa: Score, sb: Score) -> Verdict:
-        if sa.value is None or sb.value is None:
-            return Verdict.failed(sa.missing or sb.missing or "no score")
-        margin = max(-1.0, min(1.0, (sa.value - sb.value) * self.margin_scale))
-        better, score = score_from_margin(margin, coin=seeded_coin(self.name, c.prompt.content.digest, c.a.digest, c.b.digest, c.sample))
-        return Verdict(better, score, meta={"score_a": sa.value, "score_b": sb.value})
 
 
 def seeded_coin(*parts: object) -> bool:
@@ -170,3 +122,12 @@ def decide_match(x: int, y: int, forward: list[Verdict], reverse: list[Verdict],
     else:
         winner, rule = (x if seeded_coin(*coin_key) else y), "coin"
     return MatchResult(x=x, y=y, forward=forward, reverse=reverse, winner=winner, rule=rule)
+
+
+def __getattr__(name: str) -> Any:
+    """``PairwiseJudge`` and ``PointwiseJudge`` are defined in :mod:`bon.plugins`."""
+    if name in ("PairwiseJudge", "PointwiseJudge"):
+        from bon import plugins
+
+        return getattr(plugins, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

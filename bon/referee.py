@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 from bon.content import Content, Prompt
 from bon.errors import BonError
-from bon.plugins import Score
-from bon.protocol import Comparison, MatchResult, PairwiseJudge, PointwiseJudge, Verdict, decide_match
+from bon.plugins import PairwiseJudge, PointwiseJudge, Score
+from bon.protocol import Comparison, MatchResult, Verdict, decide_match
 from bon.store import JudgmentStore, usage_of
 
 

@@ -8,7 +8,8 @@ from typing import Sequence
 import numpy as np
 
 from bon.content import Candidate, Content, Prompt
-from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin
+from bon.plugins import PairwiseJudge
+from bon.protocol import Comparison, Verdict, score_from_margin
 from bon.referee import Referee
 from bon.seeds import derive_seed
 from bon.selection import Strategy, run_selection
@@ -23,9 +24,6 @@ class NoisyJudge(PairwiseJudge):
 
     def __init__(self, noise: float = 0.5, seed: int = 0):
         self.noise, self.seed = noise, seed
-
-    def identity(self) -> dict:
-        return {"name": self.name, "noise": self.noise, "seed": self.seed}
 
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         out = []

@@ -11,13 +11,14 @@ import json
 import platform
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
 from bon import mmrb2, registry
-from bon.config import StudyConfig
+from bon.config import StudyConfig, create_plugins
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
@@ -36,6 +37,7 @@ from bon.tasks import parse_task
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
 FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
+PROVENANCE_KEYS = ("versions", "platform", "written")  # beside ``study`` in config.yaml; ignored on input
 
 
 @dataclass
@@ -48,34 +50,47 @@ class StudyOutcome:
 
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
-    """Write the resolved config with provenance; refuse a folder that holds a different study."""
+    """Write the resolved config with provenance; refuse a folder whose *recorded* work came from a
+    different study. A config left by a start that failed before producing anything never blocks."""
     wanted = cfg.as_dict()
     if run.config.exists():
         previous = yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}
-        old = previous.get("study", {})
-        changed = [k for k in FROZEN_KEYS if k in old and old[k] != wanted[k]]
+        old = previous.get("study") if isinstance(previous, dict) else None
+        old = old if isinstance(old, dict) else {}
+        changed = [k for k in FROZEN_KEYS if k in old and old[k] != wanted[k] and _recorded(run, k, old)]
         if changed:
             raise BonError(
                 f"{run.config}: this run folder holds a study with other {', '.join(changed)}; "
                 "use a new output folder (or the same settings to resume)"
             )
-    provenance = {"study": wanted, "versions": library_versions(), "platform": platform.platform(), "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    write_text(run.config, yaml.safe_dump(provenance, sort_keys=False))
+    provenance = dict(zip(PROVENANCE_KEYS, (library_versions(), platform.platform(), time.strftime("%Y-%m-%dT%H:%M:%S"))))
+    write_text(run.config, yaml.safe_dump({"study": wanted, **provenance}, sort_keys=False))
+
+
+def _recorded(run: RunFolder, key: str, old: dict[str, Any]) -> bool:
+    """Whether the folder holds work that the old value of ``key`` produced."""
+    if key in ("n", "generators"):
+        labels = [g.get("label") for g in old.get("generators") or [] if isinstance(g, dict)]
+        return any(run.candidates(str(label)).exists() for label in labels)
+    if key == "verifier":
+        return run.scores.exists()
+    return run.prompts.exists()  # seed, tasks, suite, preference: the prompts were drawn from them
+
+
+def _open_run(cfg: StudyConfig) -> tuple[RunFolder, list[Prompt] | None]:
+    """The run folder and, on a first start, the suite built in memory: a bad suite creates nothing."""
+    if Path(cfg.out).is_dir() and RunFolder(cfg.out).prompts.exists():
+        return RunFolder(cfg.out), None
+    built = build_prompts(cfg)
+    return RunFolder(cfg.out), built
 
 
 def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     # validate, then act: N and every plugin (options checked) before the run folder is touched
     if cfg.n < 2:
         raise BonError(f"n = {cfg.n}: a study needs at least 2 candidates per prompt (with fewer there is nothing to choose)")
-    generators = [spec.create("generator") for spec in cfg.generators]
-    judges = [spec.create("judge") for spec in cfg.judges]
-    verifier = cfg.verifier.create("verifier")
-    strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
-
-    before = RunFolder(cfg.out, existing=True) if cfg.out.is_dir() else None
-    built = None if before is not None and before.prompts.exists() else build_prompts(cfg)  # suite options checked
-
-    run = RunFolder(cfg.out)
+    plugins = create_plugins(cfg)
+    run, built = _open_run(cfg)
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     record_config(run, cfg)
     if resuming:
@@ -89,6 +104,7 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         ledger.lap(stage, now - clock)  # saved at once: a killed invocation keeps its finished stages' times
         clock = now
 
+    generators, judges, verifier, strategy = plugins.generators, plugins.judges, plugins.verifier, plugins.strategy
     prompts = prepare_prompts(run, cfg, built)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
@@ -114,11 +130,7 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
-    outcome = analyse(run, cfg, ledger.timings(), judge_stats, pair_counts, stopped, provenance)
-    # timings_s and judges[*] are the study's totals over all invocations; the last invocation's share beside them
-    outcome.stats.update(invocations=len(ledger.entries), timings_last_invocation_s=ledger.timings(last_only=True))
-    write_json(run.stats, outcome.stats)
-    return outcome
+    return analyse(run, cfg, ledger, judge_stats, pair_counts, stopped, provenance)
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
@@ -223,7 +235,7 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     return accuracy, detail
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, timings: dict, judge_stats: dict, pair_counts: dict,
+def analyse(run: RunFolder, cfg: StudyConfig, ledger: Ledger, judge_stats: dict, pair_counts: dict,
             stopped: str | None = None, provenance: dict | None = None) -> StudyOutcome:
     """Record the run's statistics, then write the report bundle (read back from the run folder, so
     ``bon report`` on the same folder gives the same numbers; no judge call)."""
@@ -237,7 +249,10 @@ def analyse(run: RunFolder, cfg: StudyConfig, timings: dict, judge_stats: dict, 
         "n": cfg.n,
         "seed": cfg.seed,
         "preference_pairs": pair_counts,
-        "timings_s": timings,
+        # timings_s and judges[*] are the study's totals over all invocations; the last invocation's share beside them
+        "timings_s": ledger.timings(),
+        "timings_last_invocation_s": ledger.timings(last_only=True),
+        "invocations": len(ledger.entries),
         "stopped": stopped,
         "identities": provenance or {},  # what each plugin was: model, revision, settings (the store's keys)
         "versions": library_versions(),

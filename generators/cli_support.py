@@ -63,12 +63,12 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
         if not accepts(factory, "batch_size"):
             raise BonError(f"--batch-size: generator {name!r} does not batch (drop the option)")
         options["batch_size"] = batch_size
+    generator = registry.create("generator", generator_spec, name=label, **options)  # options checked before any write
     record = {"generator": generator_spec, "options": options, "seed": seed, "n": n}
     existing = RunFolder(out, existing=True) if out.is_dir() else None
     if existing is not None:
         check_record(existing.candidates_dir(label) / "generate.json", record)
 
-    generator = registry.create("generator", generator_spec, name=label, **options)
     validate = getattr(generator, "validate", None)
     if callable(validate):
         validate(prompts, n)

@@ -1,4 +1,4 @@
-"""Judge plugins speaking the MMRB2 pairwise protocol (see bon.protocol.PairwiseJudge).
+"""Judge plugins speaking the MMRB2 pairwise protocol (see bon.plugins.PairwiseJudge).
 
 A new judge: write ``judges/<name>.py`` with a PairwiseJudge subclass and add one line here.
 """

@@ -10,16 +10,17 @@ as a pairwise judge in knockout, round-robin and ``bon mmrb2 judge``.
   ``processor: laion/CLIP-ViT-H-14-laion2B-s32B-b79K``.
 * ``vqascore`` (``vqascore:MODEL``): a chat VLM's probability of "Yes" to
   ``Does this image show '<prompt>'? Answer Yes or No.`` (``AutoModelForImageTextToText``).
-* ``reward-model:<entry point>``: any scorer an installed package registers in the entry-point
-  group ``bon.reward_models`` (HPSv2, ImageReward, ... wrapped by a few lines of the package's own).
+* ``reward-model:<entry point>`` (or just ``<entry point>``): any scorer an installed package
+  registers in the judges' entry-point group ``bon.judges`` (HPSv2, ImageReward, ... wrapped by a
+  few lines of the package's own).
 
 A response with several images scores the mean of its images; one without images, or with an image
 that cannot be read, gets a missing score with the reason.
 
-Entry-point contract (group ``bon.reward_models``)::
+Entry-point contract (group ``bon.judges``; a target that is not a judge class is a scorer factory)::
 
     # pyproject.toml of the providing package
-    [project.entry-points."bon.reward_models"]
+    [project.entry-points."bon.judges"]
     hpsv2 = "my_pkg.bon_plugin:make_hpsv2"
 
     def make_hpsv2(checkpoint: str | None = None, device: str = "auto", **options) -> Scorer: ...
@@ -46,7 +47,7 @@ from bon.plugins import Score
 from bon.protocol import PointwiseJudge
 from judges.transformers_vlm import VlmBackend, _first_line, _import_hf, check_source, fit_pixels, load_config, load_model, model_revision, resolve_device, resolve_dtype
 
-ENTRY_POINT_GROUP = "bon.reward_models"
+ENTRY_POINT_GROUP = "bon.judges"  # shared with judge classes: see bon.registry
 
 
 def response_images(response: Content, max_pixels: int | None) -> list[Image.Image]:
@@ -214,9 +215,10 @@ class PickScoreJudge(ClipScoreJudge):
     margin_scale = 0.5  # PickScore gaps of about 2 are a clear preference
 
     def __init__(self, model: str = "yuvalkirstain/PickScore_v1", name: str | None = None, processor: str | None = None,
-                 **options: Any) -> None:
-        options.pop("weight", None)
-        super().__init__(model=model, name=name, processor=processor, **options)
+                 revision: str | None = None, dtype: str = "float32", device: str = "auto", batch_size: int = 16,
+                 max_image_pixels: int | None = None, margin_scale: float | None = None) -> None:
+        super().__init__(model=model, name=name, processor=processor, revision=revision, dtype=dtype, device=device,
+                         batch_size=batch_size, max_image_pixels=max_image_pixels, margin_scale=margin_scale)
 
     def extra_identity(self) -> dict[str, Any]:
         return {}
@@ -280,7 +282,7 @@ def reward_entry_points() -> dict[str, metadata.EntryPoint]:
 
 
 class EntryPointRewardJudge(_ImageScorer):
-    """A scorer from the ``bon.reward_models`` entry-point group: ``reward-model:<name>``."""
+    """A scorer from the ``bon.judges`` entry-point group: ``reward-model:<name>``."""
 
     plugin = "reward-model"
     margin_scale = 1.0

@@ -13,6 +13,7 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from bon import registry
 from bon.content import Content, ImageItem, Prompt
+from bon.errors import BonError
 from bon.protocol import Comparison, Verdict
 
 from judges.synthetic.biased import ImageBiasJudge, PositionBiasJudge, RandomJudge
@@ -283,7 +284,8 @@ def test_identity_names_seed_and_options(name: str):
     assert registry.create("judge", name, seed=1).identity() != ident
     relabelled = registry.create("judge", name, name="mine")
     assert relabelled.name == "mine" and relabelled.identity() == ident  # a label is not a new judge
-    assert registry.create("judge", name, unknown_option=1).identity() == ident  # YAML extras are ignored
+    with pytest.raises(BonError, match=rf"judge '{name}': unknown option 'sed'; did you mean seed\?"):
+        registry.create("judge", name, sed=1)  # a typo is an error naming the nearest option, never ignored
 
 
 @pytest.mark.parametrize(

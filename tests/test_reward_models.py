@@ -1,5 +1,5 @@
 """Reward models: a tiny CLIP drives clipscore and pickscore (pointwise selection and pairwise use), a
-tiny LLaVA drives vqascore, and an installed package's scorer plugs in through ``bon.reward_models``."""
+tiny LLaVA drives vqascore, and an installed package's scorer plugs in through the judges' entry-point group ``bon.judges``."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_installed_reward_model_plugs_in_through_entry_points(tmp_path, monkeypa
     site = tmp_path / "site"
     (site / "bright_reward-1.0.dist-info").mkdir(parents=True)
     (site / "bright_reward-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: bright-reward\nVersion: 1.0\n")
-    (site / "bright_reward-1.0.dist-info" / "entry_points.txt").write_text("[bon.reward_models]\nbrightness = bright_reward:make\n")
+    (site / "bright_reward-1.0.dist-info" / "entry_points.txt").write_text("[bon.judges]\nbrightness = bright_reward:make\n")
     (site / "bright_reward.py").write_text(textwrap.dedent('''
         import numpy as np
 
@@ -178,3 +178,10 @@ def test_installed_reward_model_plugs_in_through_entry_points(tmp_path, monkeypa
     assert ident["package"] == "bright-reward==1.0" and ident["target"] == "bright_reward:make" and ident["options"] == {"gain": 2.0}
     with pytest.raises(BonError, match="no reward model 'hpsv2'.*brightness"):
         EntryPointRewardJudge(model="hpsv2")
+    # one entry-point group per kind: the scorer is also a judge under its own name
+    assert "brightness" in registry.names("judge")
+    direct = registry.create("judge", "brightness", batch_size=1, options={"gain": 2.0})
+    assert [s.value for s in direct.score(prompt, [dark, light])] == pytest.approx([0.0, 2.0])
+    assert direct.identity() == ident  # the same judge, the same stored judgments
+    with pytest.raises(BonError, match="unknown option 'gian'"):
+        registry.create("judge", "brightness", gian=2.0)

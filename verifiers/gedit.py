@@ -74,6 +74,7 @@ PQ_QUESTIONS = (
 
 class GEditVerifier(Verifier):
     plugin = "gedit"
+    extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
 
     def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | None = None,

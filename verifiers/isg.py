@@ -66,6 +66,7 @@ HOLISTIC_TAIL = ("How well does the answer fulfil the request, with text and pic
 
 class IsgVerifier(Verifier):
     plugin = "isg"
+    extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
 
     def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | None = None,

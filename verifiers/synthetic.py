@@ -10,7 +10,6 @@ every image-based score. Provenance (how the candidate was made) is never read.
 
 from __future__ import annotations
 
-from typing import Any
 
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
@@ -21,12 +20,9 @@ from generators.synthetic import checks
 class SyntheticVerifier(Verifier):
     name = "synthetic"
 
-    def __init__(self, name: str | None = None, **_: Any) -> None:
+    def __init__(self, name: str | None = None) -> None:
         if name:
             self.name = name
-
-    def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "version": 1}
 
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         spec = prompt.metadata.get("spec")

@@ -1,28 +1,16 @@
-"""The strategy interface and the driver that batches every prompt's ready matches together."""
+"""The driver that batches every prompt's ready matches together (the interface is in bon.plugins)."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Generator, Sequence
+from typing import Any, Sequence
 
 from bon.content import Candidate, Prompt
+from bon.plugins import Bracket, PointwiseStrategy, Strategy
 from bon.protocol import MatchResult
 from bon.referee import Match, Referee
 
-Bracket = Generator[list[tuple[int, int]], list[MatchResult], int]
-
-
-class Strategy(ABC):
-    name: str = "strategy"
-
-    def identity(self) -> dict[str, Any]:
-        return {"name": self.name}
-
-    @abstractmethod
-    def bracket(self, n: int, key: tuple) -> Bracket:
-        """Yield ready matches among candidates 0..n-1, receive their results, return the winner.
-        ``key`` identifies the group (seed, prompt, generator) for seeded choices."""
+__all__ = ["Bracket", "Group", "Pick", "PointwiseStrategy", "Strategy", "run_selection"]
 
 
 @dataclass
@@ -56,17 +44,6 @@ class Pick:
 
 
 Group = tuple[Prompt, Sequence[Candidate]]
-
-
-class PointwiseStrategy(Strategy):
-    """A strategy that needs one score per candidate instead of matches."""
-
-    @abstractmethod
-    def choose(self, scores: list[float | None], key: tuple) -> int:
-        """The winner's index given each candidate's score (None = missing)."""
-
-    def bracket(self, n: int, key: tuple) -> Bracket:  # pragma: no cover - never driven as a bracket
-        raise NotImplementedError
 
 
 def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group], seed: int = 0) -> list[Pick]:

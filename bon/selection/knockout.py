@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any
-
 from bon.errors import BonError
 from bon.selection.base import Bracket, Strategy
 
@@ -17,13 +15,10 @@ from bon.selection.base import Bracket, Strategy
 class Knockout(Strategy):
     name = "knockout"
 
-    def __init__(self, seeding: str = "index", **_: Any):
+    def __init__(self, seeding: str = "index") -> None:
         if seeding not in ("index", "shuffle"):
             raise BonError(f"knockout: seeding must be 'index' or 'shuffle', got {seeding!r}")
         self.seeding = seeding
-
-    def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "seeding": self.seeding}
 
     def bracket(self, n: int, key: tuple) -> Bracket:
         if n < 1:

@@ -7,16 +7,11 @@ unless every score is missing, in which case the seeded coin picks among all can
 from __future__ import annotations
 
 import hashlib
-from typing import Any
-
 from bon.selection.base import PointwiseStrategy
 
 
 class Pointwise(PointwiseStrategy):
     name = "pointwise"
-
-    def __init__(self, **_: Any):
-        pass
 
     def choose(self, scores: list[float | None], key: tuple) -> int:
         valid = [s for s in scores if s is not None]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import Any
 
 import numpy as np
 
@@ -24,13 +23,10 @@ AGGREGATES = ("copeland", "borda", "bradley-terry")
 class RoundRobin(Strategy):
     name = "round-robin"
 
-    def __init__(self, aggregate: str = "copeland", **_: Any):
+    def __init__(self, aggregate: str = "copeland") -> None:
         if aggregate not in AGGREGATES:
             raise BonError(f"round-robin: aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
         self.aggregate = aggregate
-
-    def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "aggregate": self.aggregate}
 
     def bracket(self, n: int, key: tuple) -> Bracket:
         if n < 1:

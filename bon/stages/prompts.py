@@ -11,20 +11,21 @@ PREFERENCE_PREFIX = "pref-"
 
 
 def build_prompts(cfg: StudyConfig) -> list[Prompt]:
-    """The suite in memory (nothing written): a bad suite option fails here, before the run folder is touched."""
-    prompts = suites.build(cfg.suite, cfg.tasks, cfg.seed)
+    """The study's prompts (Best-of-N and held-out), in memory: a bad suite fails before anything is written."""
+    where = f"{cfg.source}: suite"
+    prompts = suites.build(cfg.suite, cfg.tasks, cfg.seed, where)
     if cfg.suite.get("name", "synthetic") == "synthetic":
         held_out = {**cfg.suite, "per_task": cfg.preference.prompts_per_task, "id_prefix": PREFERENCE_PREFIX}
-        prompts += suites.build(held_out, cfg.tasks, cfg.seed + 7919)
+        prompts += suites.build(held_out, cfg.tasks, cfg.seed + 7919, where)
     return prompts
 
 
 def prepare_prompts(run: RunFolder, cfg: StudyConfig, built: list[Prompt] | None = None) -> list[Prompt]:
-    """Build the suite on the first run (or write ``built``); later runs read it back so every stage
+    """Build the suite on the first run (or take ``built``); later runs read it back so every stage
     sees the same prompts."""
     if run.prompts.exists():
         return load_prompts(run.prompts)
-    prompts = built if built is not None else build_prompts(cfg)
+    prompts = build_prompts(cfg) if built is None else built
     tmp = run.prompts.with_name("prompts.jsonl.tmp")
     tmp.unlink(missing_ok=True)
     append_jsonl(tmp, [p.to_json(run.root, run.inputs) for p in prompts])

@@ -27,7 +27,18 @@ from PIL import Image
 from bon.content import ImageItem, Prompt
 from bon.errors import BonError
 
-__all__ = ["LazyImage", "Rows", "open_rows", "image_from", "select", "first_line"]
+__all__ = ["PLUGINS", "LazyImage", "Rows", "open_rows", "image_from", "select", "first_line"]
+
+# Prompt suites by name (see bon.plugins.Suite): a new suite is one file here plus one line.
+PLUGINS = {
+    "synthetic": "generators.synthetic.suites:build_suite",
+    "jsonl": "bon.suites:jsonl_suite",
+    "prompts": "generators.suites.jsonl:build_suite",
+    "genai-bench": "generators.suites.genai_bench:build_suite",
+    "gedit-bench": "generators.suites.gedit_bench:build_suite",
+    "isg-bench": "generators.suites.isg_bench:build_suite",
+    "emma": "generators.suites.emma:build_suite",
+}
 
 
 @dataclass(eq=False)

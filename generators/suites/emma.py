@@ -36,7 +36,7 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def build_suite(dataset: str = DATASET, path: str | None = None, split: str | None = "test", revision: str | None = None,
-                subjects: Any = None, categories: Any = None, limit: int | None = None, **_: Any) -> list[Prompt]:
+                subjects: Any = None, categories: Any = None, limit: int | None = None) -> list[Prompt]:
     wanted = list(SUBJECTS) if subjects is None else ([subjects] if isinstance(subjects, str) else list(subjects))
     unknown = [s for s in wanted if s not in SUBJECTS]
     if unknown:

@@ -32,8 +32,7 @@ IMAGE_COLUMNS = ("input_image", "input_image_raw", "source_image")
 
 
 def build_suite(dataset: str = DATASET, path: str | None = None, split: str | None = "train", revision: str | None = None,
-                language: str = "en", raw_image: bool = False, categories: Any = None, limit: int | None = None,
-                **_: Any) -> list[Prompt]:
+                language: str = "en", raw_image: bool = False, categories: Any = None, limit: int | None = None) -> list[Prompt]:
     if language not in ("en", "cn", "all"):
         raise BonError(f"{NAME}: language must be en, cn or all, got {language!r}")
     rows = open_rows(NAME, dataset, path, split, revision=revision, image_columns=IMAGE_COLUMNS,

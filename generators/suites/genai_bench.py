@@ -36,7 +36,7 @@ MODELS = ("DALLE_3", "DeepFloyd_I_XL_v1", "Midjourney_6", "SDXL_2_1", "SDXL_Base
 
 
 def build_suite(dataset: str = DATASET, path: str | None = None, split: str | None = "train", revision: str | None = None,
-                categories: Any = None, limit: int | None = None, **_: Any) -> list[Prompt]:
+                categories: Any = None, limit: int | None = None) -> list[Prompt]:
     rows = open_rows(NAME, dataset, path, split, revision=revision, image_columns=MODELS,
                      hint=" (the Parquet files of BaiqiL/GenAI-Bench, or t2v_metrics' genai_image.json)")
     prompts = []

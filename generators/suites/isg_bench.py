@@ -55,7 +55,7 @@ GROUP_OF = {c: g for g, cats in GROUPS.items() for c in cats}
 
 
 def build_suite(dataset: str = REPO, path: str | None = None, revision: str | None = None, categories: Any = None,
-                groups: Any = None, limit: int | None = None, **_: Any) -> list[Prompt]:
+                groups: Any = None, limit: int | None = None) -> list[Prompt]:
     jsonl, images = _locate(dataset, path, revision)
     rows = _read(jsonl)
     ids = unique_ids([str(r.get("id")) for r in rows], [str(r.get("Category")) for r in rows])

@@ -33,8 +33,7 @@ NAME = "prompts"
 PLAIN_TEXT = ("prompt", "text")
 
 
-def build_suite(path: str | None = None, task: str | None = None, categories: Any = None, limit: int | None = None,
-                **_: Any) -> list[Prompt]:
+def build_suite(path: str | None = None, task: str | None = None, categories: Any = None, limit: int | None = None) -> list[Prompt]:
     if not path:
         raise BonError(f"{NAME}: option 'path' (the JSONL file) is required")
     file = Path(path).expanduser()

@@ -31,7 +31,7 @@ Faults = list[dict[str, Any]]
 class SyntheticGenerator(Generator):
     """``skill`` is "strong" (0.8), "weak" (0.45) or a number in [0, 1]."""
 
-    def __init__(self, skill: str | float = "strong", name: str | None = None, **_: Any) -> None:
+    def __init__(self, skill: str | float = "strong", name: str | None = None) -> None:
         if isinstance(skill, str) and skill in SKILLS:
             self.skill, label = SKILLS[skill], skill
         else:
@@ -44,7 +44,7 @@ class SyntheticGenerator(Generator):
         self.name = name or f"synthetic-{label}"
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "skill": self.skill, "version": 1}
+        return {"skill": self.skill}  # the resolved number ("strong" is 0.8)
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         spec = prompt.metadata.get("spec")

@@ -21,7 +21,8 @@ import numpy as np
 
 from bon.content import Content, ImageItem, Prompt
 from bon.errors import BonError
-from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin, seeded_coin
+from bon.plugins import PairwiseJudge
+from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
 
 T = TypeVar("T")
 
@@ -77,14 +78,16 @@ class ScoringJudge(PairwiseJudge):
 
     algorithm = "scoring"
     version = 1
+    name_key = "algorithm"  # keeps the store keys (and so the tie coins) of run folders made before identities were derived
     margin_scale = 1.0
 
-    def __init__(self, name: str | None = None, seed: int = 0, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0) -> None:
         self.name = name or self.algorithm
         self.seed = int(seed)
 
     # --- what subclasses provide ---------------------------------------------------------------
     def options(self) -> dict[str, Any]:
+        """Facts beyond the constructor's arguments that change answers (those are in the identity already)."""
         return {}
 
     def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
@@ -93,8 +96,8 @@ class ScoringJudge(PairwiseJudge):
 
     # --- the protocol --------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        # the label (``name``) is left out: the same judge under another label reuses its judgments
-        return {"algorithm": self.algorithm, "version": self.version, "seed": self.seed, **self.options()}
+        # added to the derived identity (plugin, version, seed, options); the label ``name`` is not in it
+        return {"algorithm": self.algorithm, **self.options()}
 
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         return [self.judge_one(c) for c in comparisons]

@@ -43,14 +43,11 @@ class PositionBiasJudge(ScoringJudge):
     version = 1
     margin_scale = 8.0  # ink differences of a few percent are what this signal sees
 
-    def __init__(self, name: str | None = None, seed: int = 0, bias: float = 0.8, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, bias: float = 0.8) -> None:
         super().__init__(name=name, seed=seed)
         if not 0.0 <= float(bias) <= 1.0:
             raise BonError(f"{name or self.algorithm}: bias must lie in [0, 1], got {bias}")
         self.bias = float(bias)
-
-    def options(self) -> dict[str, Any]:
-        return {"bias": self.bias}
 
     def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
         return ink(response), {}
@@ -97,12 +94,9 @@ class RandomJudge(ScoringJudge):
     algorithm = "random"
     version = 1
 
-    def __init__(self, name: str | None = None, seed: int = 0, firm: float = 0.2, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, firm: float = 0.2) -> None:
         super().__init__(name=name, seed=seed)
         self.firm = float(firm)
-
-    def options(self) -> dict[str, Any]:
-        return {"firm": self.firm}
 
     def _decide(self, c: Comparison) -> Verdict:
         key = self.coin_key(c)

@@ -149,14 +149,14 @@ class ColourHistogramJudge(ScoringJudge):
     version = 1
     margin_scale = 1.0
 
-    def __init__(self, name: str | None = None, seed: int = 0, min_share: float = 0.01, edit_scale: float = 0.03, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, min_share: float = 0.01, edit_scale: float = 0.03) -> None:
         super().__init__(name=name, seed=seed)
         self.min_share = float(min_share)
         self.edit_scale = float(edit_scale)
         self._cache = LruCache(size=8192)
 
     def options(self) -> dict[str, Any]:
-        return {"min_share": self.min_share, "edit_scale": self.edit_scale, "palette": sorted(COLOURS)}
+        return {"palette": sorted(COLOURS)}
 
     def histogram(self, item: ImageItem) -> dict[str, float]:
         return self._cache.get(item.digest, lambda: palette_histogram(image_array(item)))

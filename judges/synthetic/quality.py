@@ -183,7 +183,7 @@ class QualityJudge(ScoringJudge):
     version = 1
     margin_scale = 1.0
 
-    def __init__(self, name: str | None = None, seed: int = 0, weights: dict[str, float] | None = None, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, weights: dict[str, float] | None = None) -> None:
         super().__init__(name=name, seed=seed)
         w = {"noise": 1.0, "blur": 1.0, "block": 1.0, "lines": 1.0}
         if weights:

@@ -27,7 +27,7 @@ class SceneJudge(ScoringJudge):
     version = 1
     resolution: int | None = None
 
-    def __init__(self, name: str | None = None, seed: int = 0, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0) -> None:
         super().__init__(name=name, seed=seed)
         self._specs = LruCache(4096)
         self._scores = LruCache(65536)

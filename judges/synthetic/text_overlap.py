@@ -46,12 +46,9 @@ class TextOverlapJudge(ScoringJudge):
     version = 1
     margin_scale = 2.0  # F1 differences are small numbers; 0.2 F1 apart is a clear preference
 
-    def __init__(self, name: str | None = None, seed: int = 0, answer_bonus: float = 0.15, **_: Any) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, answer_bonus: float = 0.15) -> None:
         super().__init__(name=name, seed=seed)
         self.answer_bonus = float(answer_bonus)
-
-    def options(self) -> dict[str, Any]:
-        return {"answer_bonus": self.answer_bonus}
 
     def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
         text = response.text
