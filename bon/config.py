@@ -49,6 +49,8 @@ class StudyConfig:
     samples: int = 1
     max_calls: int | None = None
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
+    shard: str | None = None  # "I/K": this folder runs the I-th of K deterministic prompt shards (bon merge joins them)
+    executor: dict[str, Any] = field(default_factory=lambda: {"name": "local"})  # where stage work runs
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -100,6 +102,15 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     if bad:
         raise BonError(f"{where}: preference: unknown key(s) {', '.join(bad)}")
     cfg.preference = PreferenceConfig(**pref)
+    if raw.get("shard") is not None:
+        from bon.shards import parse_shard
+
+        cfg.shard = str(raw["shard"])
+        parse_shard(cfg.shard, where=f"{where}: shard")
+    if raw.get("executor") is not None:
+        from bon.executors import parse_executor
+
+        cfg.executor = parse_executor(raw["executor"], where=f"{where}: executor")
     return cfg
 
 

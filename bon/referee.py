@@ -91,6 +91,7 @@ class Referee:
         samples: int = 1,
         budget: Budget | None = None,
         seed: int = 0,
+        executor: Any = None,
     ):
         if samples < 1:
             raise BonError(f"samples must be at least 1, got {samples}")
@@ -99,6 +100,7 @@ class Referee:
         self.samples = samples
         self.budget = budget or Budget(None)
         self.seed = seed
+        self.executor = executor  # where the uncached batch is answered (None: this process)
         self.judge_id = store.register(judge.identity())
         self.stats = CallStats()
 
@@ -114,7 +116,7 @@ class Referee:
         if todo:
             self.budget.spend(self.judge.name, len(todo))
             started = time.perf_counter()
-            fresh = self.judge.judge(list(todo.values()))
+            fresh = self.executor.judge(self.judge, list(todo.values())) if self.executor else self.judge.judge(list(todo.values()))
             self.stats.seconds += time.perf_counter() - started
             if len(fresh) != len(todo):
                 raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")

@@ -21,10 +21,12 @@ from bon import registry
 from bon.config import StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
+from bon.executors import create_executor
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
+from bon.shards import finish_shard, shard_prompts
 from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
@@ -35,7 +37,7 @@ from bon.stages.verify import load_scores, verify
 from bon.store import JudgmentStore
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
-FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
+FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference", "shard")
 
 
 @dataclass
@@ -79,18 +81,27 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     judges = [spec.create("judge") for spec in cfg.judges]
     verifier = cfg.verifier.create("verifier")
     strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
+    executor = create_executor(cfg.executor, cfg)
+    try:
+        return _run_stages(run, cfg, generators, judges, verifier, strategy, executor, timings, lap)
+    finally:
+        executor.close()
 
-    prompts = prepare_prompts(run, cfg)
+
+def _run_stages(run: RunFolder, cfg: StudyConfig, generators: list, judges: list, verifier, strategy, executor,
+                timings: dict[str, float], lap) -> StudyOutcome:
+
+    prompts = shard_prompts(prepare_prompts(run, cfg), cfg.shard)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")
 
-    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed) for g in generators}
+    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed, executor) for g in generators}
     lap("generate")
 
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
-    scores = verify(run, verifier, prompt_map, everything)
+    scores = verify(run, verifier, prompt_map, everything, executor=executor)
     lap("verify")
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
@@ -99,18 +110,20 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
-    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts)
+    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts, executor)
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     results = results_table(picks, scores, accuracies, cfg.n)
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
+    if cfg.shard:  # one shard's numbers are not the study's: `bon merge` analyses all shards together
+        return finish_shard(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
     return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
-                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int]):
+                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], executor=None):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
     prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
     picks, why the budget stopped it or None); what was done before a stop is kept."""
@@ -123,8 +136,8 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, b
     try:
         for judge in judges:
             started = time.perf_counter()
-            bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+            bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, executor=executor)
+            select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, executor=executor)
             accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
             judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
             accuracies[judge.name] = accuracy
@@ -192,7 +205,7 @@ def load_study(run_dir) -> FinishedStudy:
     if not run.config.exists() or not run.prompts.exists():
         raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` or `bon demo` first")
     cfg = read_study_config(run)
-    prompts, _ = split(prepare_prompts(run, cfg))
+    prompts, _ = split(shard_prompts(prepare_prompts(run, cfg), cfg.shard))
     candidates = {}
     for g in cfg.generators:
         done = load_done(run, g.label, cfg.n)

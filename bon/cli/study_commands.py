@@ -20,12 +20,14 @@ from bon.cli import _fmt, _parse_options, app, out
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the whole synthetic world.")
 @click.option("--strategy", default="knockout", show_default=True, help="Selection strategy.")
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop after this many new judge calls.")
-def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, max_calls: Optional[int]) -> None:
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where stage work runs (default: local).")
+def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, max_calls: Optional[int], executor: Optional[str]) -> None:
     """Run the offline synthetic study end to end (CPU, no network) and summarise it."""
     from bon.demo import demo_config
 
     cfg = demo_config(out=out_dir, prompts=prompts, n=n, seed=seed, strategy=strategy)
     cfg.max_calls = max_calls
+    cfg.executor = {"name": executor} if executor else cfg.executor
     _run(cfg)
 
 
@@ -34,13 +36,26 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, max_call
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Override the config's run folder.")
 @click.option("--strategy", default=None, help="Override the selection strategy.")
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop a judge after this many new calls.")
-def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], max_calls: Optional[int]) -> None:
+@click.option("--shard", default=None, metavar="I/K", help="Run only the I-th of K prompt shards (join them with bon merge).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Override the config's executor.")
+def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], max_calls: Optional[int], shard: Optional[str],
+        executor: Optional[str]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
     overrides = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls,
-                 "strategy": {"name": strategy} if strategy else None}
+                 "strategy": {"name": strategy} if strategy else None, "shard": shard,
+                 "executor": _executor_override(config, executor)}
     _run(load_config(config, overrides))
+
+
+def _executor_override(config: Path, name: Optional[str]):
+    """``--executor NAME`` keeps the config's options for that executor (a cluster address, workers...)."""
+    if name is None:
+        return None
+    from bon.executors import executor_options_from
+
+    return {"name": name, "options": executor_options_from(config, name)}
 
 
 def _run(cfg) -> None:
@@ -48,9 +63,13 @@ def _run(cfg) -> None:
 
     started = time.perf_counter()
     outcome = run_study(cfg)
-    _summary(outcome.correlations, outcome.results)
-    out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
-              f"report: {outcome.run.report}  figure: {outcome.run.figure}")
+    if cfg.shard:  # a shard's numbers are partial: the report comes from `bon merge`
+        out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
+                  f"in {outcome.run.root}; join all shards with `bon merge`")
+    else:
+        _summary(outcome.correlations, outcome.results)
+        out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
+                  f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     if outcome.stopped:
         print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
         raise click.exceptions.Exit(3)

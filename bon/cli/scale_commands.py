@@ -1,0 +1,20 @@
+"""Commands for running beyond one process: ``bon merge`` joins the shard folders of ``bon run --shard``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bon.cli import app, out
+
+
+@app.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="The merged run folder.")
+def merge(shards: tuple[Path, ...], out_dir: Path) -> None:
+    """Merge the folders of `bon run --shard I/K` (all K of one study) into one run folder and analyse it."""
+    from bon.merge import merge_runs
+
+    outcome = merge_runs(list(shards), out_dir)
+    out.print(f"merged {len(shards)} shards: {len(outcome.results)} result rows; report: {outcome.run.report}")
