@@ -115,16 +115,16 @@ class RayExecutor:
             return
         root = str(Path(__file__).resolve().parents[2])  # bon's checkout, for workers that do not have it installed
         paths = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
-        env = {"PYTHONPATH": paths, **{k: v for k, v in os.environ.items() if k.startswith("BON_")}}
-        self.ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 2), runtime_env={"env_vars": env}, **quiet)
+        self.ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 2), runtime_env={"env_vars": {"PYTHONPATH": paths}}, **quiet)
         self.started_cluster = True
 
     def pool(self):
         if self._pool is None:
             from ray.util import ActorPool
 
-            remote = self.ray.remote(PluginWorker).options(num_cpus=self.cpus, num_gpus=self.gpus,
-                                                           max_restarts=-1, max_task_retries=-1)
+            env = {k: v for k, v in os.environ.items() if k.startswith("BON_")}  # bon's settings reach the workers
+            remote = self.ray.remote(PluginWorker).options(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1,
+                                                           max_task_retries=-1, runtime_env={"env_vars": env})
             self._actors = [remote.remote(self.specs) for _ in range(self.workers)]
             self.ray.get([a.ping.remote() for a in self._actors])
             self._pool = ActorPool(self._actors)
