@@ -85,7 +85,7 @@ class PluginWorker:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, study: Any, address: str = "local", workers: int = 2, cpus_per_worker: float | None = None,
+    def __init__(self, study: Any, address: str | None = None, workers: int = 2, cpus_per_worker: float | None = None,
                  gpus_per_worker: float = 0, batch: int = 16, num_cpus: int | None = None):
         try:
             import ray
@@ -106,11 +106,18 @@ class RayExecutor:
         self._pool = None
         self._actors: list[Any] = []
 
-    def _start(self, address: str, num_cpus: int | None) -> None:
+    def _start(self, address: str | None, num_cpus: int | None) -> None:
+        """Join ``address`` (``auto``: the cluster ``ray start`` runs here; default: $RAY_ADDRESS if set),
+        else start a local cluster that :meth:`close` shuts down."""
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
-        if address == "auto" or (address and address != "local"):
-            self.ray.init(address=address, **quiet)
+        address = address or os.environ.get("RAY_ADDRESS") or "local"
+        if address != "local":
+            try:
+                self.ray.init(address=address, **quiet)
+            except (ConnectionError, RuntimeError) as exc:
+                raise BonError(f"executor ray: cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:160]}); "
+                               "start one with `ray start --head` or use address: local") from None
             note(f"[bold]ray[/]: joined the cluster at {address} ({self.ray.cluster_resources().get('CPU', 0):g} CPUs)")
             return
         root = str(Path(__file__).resolve().parents[2])  # bon's checkout, for workers that do not have it installed
