@@ -142,21 +142,33 @@ class RayExecutor:
         """One task per prompt (its N seeds are the model's batch); results in prompt order."""
         label = self._label("generator", generator.name)
         tasks = [([p], [seeds_of(p)]) for p in prompts]
-        for result in self.pool().map(lambda a, t: a.sample.remote(label, *t), tasks):
+        for result in self._map(lambda a, t: a.sample.remote(label, *t), tasks):
             yield result[0]
 
     def score_all(self, verifier: Verifier, items: Sequence[tuple[Prompt, Candidate]]) -> Iterator[Score]:
         label = self._label("verifier", verifier.name)
-        for scores in self.pool().map(lambda a, chunk: a.score.remote(label, chunk), self._chunks(list(items))):
+        for scores in self._map(lambda a, chunk: a.score.remote(label, chunk), self._chunks(list(items))):
             yield from scores
 
     def judge(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """A round's comparisons in batches over the actor pool, verdicts back in order."""
         label = self._label("judge", judge.name)
         verdicts: list[Verdict] = []
-        for part in self.pool().map(lambda a, chunk: a.judge.remote(label, chunk), self._chunks(list(comparisons))):
+        for part in self._map(lambda a, chunk: a.judge.remote(label, chunk), self._chunks(list(comparisons))):
             verdicts += part
         return verdicts
+
+    def _map(self, submit: Callable, tasks: list) -> Iterator[Any]:
+        """Results in task order; a plugin's own one-line error (BonError) stays one line."""
+        from ray.exceptions import RayTaskError
+
+        try:
+            yield from self.pool().map(submit, tasks)
+        except RayTaskError as exc:
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else None
+            if isinstance(cause, BonError):
+                raise BonError(str(cause)) from None
+            raise
 
     def _chunks(self, items: list) -> list[list]:
         """At most ``batch`` items per task, and enough tasks to keep every worker busy."""
