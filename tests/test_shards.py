@@ -52,3 +52,21 @@ def test_merge_refuses_other_studies_and_missing_shards(study, tmp_path, capsys)
     assert "exactly once" in capsys.readouterr().err
     assert main(["run", str(config), "--shard", "2/2", "--out", str(tmp_path / "x")]) == 2
     assert "I/K" in capsys.readouterr().err
+
+
+def test_shard_and_executor_settings_are_checked_in_one_line():
+    from bon.config import parse_config
+    from bon.demo import demo_raw
+    from bon.errors import BonError
+    from bon.shards import parse_shard
+
+    assert parse_shard("2/3") == (2, 3) and parse_shard(None) is None
+    for bad in ("3/3", "-1/2", "1", "a/b", "0/0"):
+        with pytest.raises(BonError, match="I/K"):
+            parse_shard(bad)
+    cfg = parse_config({**demo_raw(), "executor": {"name": "ray", "options": {"workers": 4, "address": "auto"}}}, where="c.yaml")
+    assert cfg.executor == {"name": "ray", "options": {"workers": 4, "address": "auto"}}
+    with pytest.raises(BonError, match=r"c.yaml: executor: unknown option\(s\) gpus .*known: address"):
+        parse_config({**demo_raw(), "executor": {"name": "ray", "options": {"gpus": 1}}}, where="c.yaml")
+    with pytest.raises(BonError, match="c.yaml: executor: expected a mapping with name one of local, ray"):
+        parse_config({**demo_raw(), "executor": {"name": "dask"}}, where="c.yaml")

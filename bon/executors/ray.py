@@ -4,8 +4,8 @@ Why a Ray Core actor pool and not Ray Data ``map_batches``: bon's stages already
 batches (a generator's prompts, a verifier's candidates, a knockout round's comparisons) and must
 write results in a fixed order for resume and byte-identical run folders; ``ray.util.ActorPool.map``
 gives exactly that (dynamic dispatch to idle actors, ordered results) without a dataset round trip.
-Each actor builds a plugin from its spec once and keeps it (one per kind, so one model per kind
-sits on an actor's GPU); actors are created with ``max_restarts=-1, max_task_retries=-1``, so a
+Each actor builds a plugin from its spec once and keeps it while that stage lasts (one model at a
+time on an actor's GPU); actors are created with ``max_restarts=-1, max_task_retries=-1``, so a
 killed worker process is restarted and its task retried: nothing the driver stored is asked again,
 since the driver stores only what came back. Workers return candidates with their pixels, scores
 and verdicts; they read prompt and candidate images by path, so on a multi-node cluster the run
@@ -35,17 +35,19 @@ class PluginWorker:
 
     def __init__(self, specs: dict[tuple[str, str], Any]):
         self.specs = specs
-        self.loaded: dict[str, tuple[str, Any]] = {}
+        self.loaded: tuple[tuple[str, str], Any] | None = None
         self.done: dict[str, int] = {}
 
     def _plugin(self, kind: str, label: str) -> Any:
-        held = self.loaded.get(kind)
-        if held and held[0] == label:
-            return held[1]
-        if held and hasattr(held[1], "close"):
-            held[1].close()  # one model per kind on this worker's device
+        """The plugin for (kind, label), built once; a worker holds one model at a time (stages run one
+        after another, so the previous stage's model is closed before the next one loads)."""
+        if self.loaded and self.loaded[0] == (kind, label):
+            return self.loaded[1]
+        if self.loaded and hasattr(self.loaded[1], "close"):
+            self.loaded[1].close()
+        self.loaded = None
         plugin = self.specs[(kind, label)].create(kind)
-        self.loaded[kind] = (label, plugin)
+        self.loaded = ((kind, label), plugin)
         return plugin
 
     def _fault_point(self, stage: str) -> None:
@@ -97,14 +99,20 @@ class RayExecutor:
         self.workers, self.batch = int(workers), int(batch)
         self.specs = _plugin_specs(study)
         self.started_cluster = False
-        if not ray.is_initialized():
-            self._start(address, num_cpus)
-        total = ray.cluster_resources().get("CPU", 1.0)
-        # leave a CPU for the driver (on a 2-core machine actors that reserve every CPU starve it)
-        self.cpus = cpus_per_worker if cpus_per_worker is not None else max(0.01, min(1.0, (total - 1) / self.workers))
-        self.gpus = gpus_per_worker
         self._pool = None
         self._actors: list[Any] = []
+        if not ray.is_initialized():
+            self._start(address, num_cpus)
+        total = ray.cluster_resources()
+        # leave a CPU for the driver (on a 2-core machine actors that reserve every CPU starve it)
+        cpus = total.get("CPU", 1.0)
+        self.cpus = cpus_per_worker if cpus_per_worker is not None else max(0.01, min(1.0, (cpus - 1) / self.workers))
+        self.gpus = gpus_per_worker
+        for what, each in (("CPU", self.cpus), ("GPU", self.gpus)):
+            if each and self.workers * each > total.get(what, 0) + 1e-9:  # Ray would wait for them forever
+                self.close()
+                raise BonError(f"executor ray: {self.workers} workers x {each:g} {what} need {self.workers * each:g} "
+                               f"{what}s; the cluster has {total.get(what, 0):g}")
 
     def _start(self, address: str | None, num_cpus: int | None) -> None:
         """Join ``address`` (``auto``: the cluster ``ray start`` runs here; default: $RAY_ADDRESS if set),
