@@ -133,9 +133,12 @@ def _merge_stores(sources: list[Path], target: Path) -> None:
             if not src.exists():
                 continue
             db.execute("ATTACH DATABASE ? AS shard", (str(src),))
+            tables = [name for (name,) in db.execute("SELECT name FROM shard.sqlite_master WHERE type = 'table'")]
+            ours = {name for (name,) in db.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
             db.execute("BEGIN IMMEDIATE")
-            for table in ("judges", "judgments", "scores"):
-                db.execute(f"INSERT OR IGNORE INTO main.{table} SELECT * FROM shard.{table}")
+            for table in tables:  # every table the store has (judges, judgments, scores, and any later ones)
+                if table in ours and not table.startswith("sqlite_"):
+                    db.execute(f'INSERT OR IGNORE INTO main."{table}" SELECT * FROM shard."{table}"')
             db.execute("COMMIT")
             db.execute("DETACH DATABASE shard")
     finally:
