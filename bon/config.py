@@ -69,6 +69,8 @@ class StudyConfig:
     max_calls: int | None = None
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
     source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
+    shard: str | None = None  # "I/K": this folder runs the I-th of K deterministic prompt shards (bon merge joins them)
+    executor: dict[str, Any] = field(default_factory=lambda: {"name": "local"})  # where stage work runs
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -155,6 +157,15 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
         raise BonError(f"{where}: preference: margin must be a number, got {pref['margin']!r}")
     cfg.preference = PreferenceConfig(**pref)
     suites.suite_call(cfg.suite, cfg.tasks, cfg.seed, where=f"{where}: suite")
+    if raw.get("shard") is not None:
+        from bon.shards import parse_shard
+
+        cfg.shard = str(raw["shard"])
+        parse_shard(cfg.shard, where=f"{where}: shard")
+    if raw.get("executor") is not None:
+        from bon.executors import parse_executor
+
+        cfg.executor = parse_executor(raw["executor"], where=f"{where}: executor")
     return cfg
 
 

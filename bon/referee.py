@@ -92,6 +92,7 @@ class Referee:
         budget: Budget | None = None,
         seed: int = 0,
         stage: str = "",
+        executor: Any = None,
     ):
         if samples < 1:
             raise BonError(f"samples must be at least 1, got {samples}")
@@ -101,6 +102,7 @@ class Referee:
         self.budget = budget or Budget(None)
         self.seed = seed
         self.stage = stage  # recorded with every answer bought, so costs add up per stage over invocations
+        self.executor = executor  # where the uncached batch is answered (None: this process)
         self.judge_id = store.register(judge.identity())
         self.stats = CallStats()
 
@@ -116,7 +118,7 @@ class Referee:
         if todo:
             self.budget.spend(self.judge.name, len(todo))
             started = time.perf_counter()
-            fresh = self.judge.judge(list(todo.values()))
+            fresh = self.executor.judge(self.judge, list(todo.values())) if self.executor else self.judge.judge(list(todo.values()))
             elapsed = time.perf_counter() - started
             self.stats.seconds += elapsed
             if len(fresh) != len(todo):

@@ -22,10 +22,12 @@ from bon.config import StudyConfig, create_plugins
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
+from bon.executors import create_executor
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
+from bon.shards import finish_shard, shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
@@ -36,7 +38,7 @@ from bon.store import JudgmentStore, new_invocation_id
 from bon.tasks import parse_task
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
-FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference")
+FROZEN_KEYS = ("seed", "n", "tasks", "suite", "generators", "verifier", "preference", "shard")
 PROVENANCE_KEYS = ("versions", "platform", "written")  # beside ``study`` in config.yaml; ignored on input
 
 
@@ -104,18 +106,26 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         ledger.lap(stage, now - clock)  # saved at once: a killed invocation keeps its finished stages' times
         clock = now
 
+    executor = create_executor(cfg.executor, cfg)
+    try:
+        return _run_stages(run, cfg, plugins, built, executor, ledger, lap)
+    finally:
+        executor.close()
+
+
+def _run_stages(run: RunFolder, cfg: StudyConfig, plugins, built: list[Prompt] | None, executor, ledger: Ledger, lap) -> StudyOutcome:
     generators, judges, verifier, strategy = plugins.generators, plugins.judges, plugins.verifier, plugins.strategy
-    prompts = prepare_prompts(run, cfg, built)
+    prompts = shard_prompts(prepare_prompts(run, cfg, built), cfg.shard)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")
 
-    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed) for g in generators}
+    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed, executor) for g in generators}
     lap("generate")
 
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
-    scores = verify(run, verifier, prompt_map, everything)
+    scores = verify(run, verifier, prompt_map, everything, executor=executor)
     lap("verify")
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
@@ -124,17 +134,23 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
-    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts, ledger)
+    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts, ledger, executor)
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
-    return analyse(run, cfg, ledger, judge_stats, pair_counts, stopped, provenance)
+    if cfg.shard:  # one shard's numbers are not the study's: `bon merge` analyses all shards together
+        from analysis.bon_metrics import results_table
+
+        results = results_table(picks, scores, accuracies, cfg.n)
+        return finish_shard(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, provenance)
+    return analyse(run, cfg, judge_stats, pair_counts, stopped, provenance, ledger_timings(ledger))
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
-                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger):
+                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger,
+                     executor=None):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
     prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
     picks, why the budget stopped it or None); what was done before a stop is kept. The stats are the
@@ -147,7 +163,8 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, b
     stopped = None
     try:
         for judge in judges:
-            refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage)
+            refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage,
+                            executor=executor)
                     for stage in JUDGE_STAGES}
             started = time.perf_counter()
             accuracy, bench = judge_preference_set(run, refs["mmrb2"], list(pair_counts))
@@ -208,7 +225,7 @@ def load_study(run_dir) -> FinishedStudy:
     if not run.config.exists() or not run.prompts.exists():
         raise BonError(f"{run.root}: not a study folder (no config.yaml or prompts.jsonl); run `bon run` or `bon demo` first")
     cfg = read_study_config(run)
-    prompts, _ = split(prepare_prompts(run, cfg))
+    prompts, _ = split(shard_prompts(prepare_prompts(run, cfg), cfg.shard))
     candidates = {}
     for g in cfg.generators:
         done = load_done(run, g.label, cfg.n)
@@ -235,8 +252,14 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     return accuracy, detail
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, ledger: Ledger, judge_stats: dict, pair_counts: dict,
-            stopped: str | None = None, provenance: dict | None = None) -> StudyOutcome:
+def ledger_timings(ledger: Ledger) -> dict[str, Any]:
+    """Stage times for stats.json: the study's totals over all invocations, and the last invocation's share."""
+    return {"timings_s": ledger.timings(), "timings_last_invocation_s": ledger.timings(last_only=True),
+            "invocations": len(ledger.entries)}
+
+
+def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
+            provenance: dict | None, timings: dict[str, Any]) -> StudyOutcome:
     """Record the run's statistics, then write the report bundle (read back from the run folder, so
     ``bon report`` on the same folder gives the same numbers; no judge call)."""
     from analysis.bon_metrics import RESULT_COLUMNS
@@ -249,10 +272,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, ledger: Ledger, judge_stats: dict,
         "n": cfg.n,
         "seed": cfg.seed,
         "preference_pairs": pair_counts,
-        # timings_s and judges[*] are the study's totals over all invocations; the last invocation's share beside them
-        "timings_s": ledger.timings(),
-        "timings_last_invocation_s": ledger.timings(last_only=True),
-        "invocations": len(ledger.entries),
+        **timings,
         "stopped": stopped,
         "identities": provenance or {},  # what each plugin was: model, revision, settings (the store's keys)
         "versions": library_versions(),

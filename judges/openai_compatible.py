@@ -31,6 +31,9 @@ Options:
   preflight_timeout  seconds for that check (default 5)
   official_prompts   path to an MMRB2 checkout: use its rubric text instead of bon's
   keep_answer        keep the model's full answer in meta (default true)
+  batch              submit each referee batch as one Batch API job (judges/openai_batch.py; default false)
+  batch_poll, batch_window, batch_price_factor   seconds between status polls (30), completion window
+                     ("24h"), batch price as a fraction of the synchronous one (0.5)
 """
 
 from __future__ import annotations
@@ -85,6 +88,10 @@ class OpenAICompatibleJudge(PairwiseJudge):
         preflight_timeout: float = 5.0,
         official_prompts: str | Path | None = None,
         keep_answer: bool = True,
+        batch: bool = False,
+        batch_poll: float = 30.0,
+        batch_window: str = "24h",
+        batch_price_factor: float = 0.5,
     ) -> None:
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
         if not model:
@@ -119,6 +126,8 @@ class OpenAICompatibleJudge(PairwiseJudge):
         self.price_input = price_input
         self.price_output = price_output
         self.keep_answer = bool(keep_answer)
+        self.batch, self.batch_poll, self.batch_window = bool(batch), float(batch_poll), str(batch_window)
+        self.batch_price_factor = float(batch_price_factor)
         self.official_prompts = Path(official_prompts) if official_prompts else None
         from judges.prompts import rubric
 
@@ -194,6 +203,10 @@ class OpenAICompatibleJudge(PairwiseJudge):
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         if not comparisons:
             return []
+        if self.batch:  # how requests travel is not part of the identity: the same questions, the same store keys
+            from judges.openai_batch import judge_in_batch
+
+            return judge_in_batch(self, comparisons)
         return _run(self._judge_all(list(comparisons)))
 
     async def _judge_all(self, comparisons: list[Comparison]) -> list[Verdict]:

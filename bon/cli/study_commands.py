@@ -50,15 +50,17 @@ def json_safe(value: Any) -> Any:
 @click.option("--strategy", default="knockout", show_default=True, metavar="NAME", help="Selection strategy.")
 @plugin_options("strategy")
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, metavar="M", help="Stop after this many new judge calls.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where stage work runs (default: local).")
 @json_option("the summary table")
 def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy_options: tuple[str, ...],
-         max_calls: Optional[int], json_out: Optional[Path]) -> None:
+         max_calls: Optional[int], executor: Optional[str], json_out: Optional[Path]) -> None:
     """Run the offline synthetic study end to end (CPU, no network) and summarise it."""
     from bon.demo import demo_config
 
     cfg = demo_config(out=out_dir, prompts=prompts, n=n, seed=seed, strategy=strategy)
     cfg.strategy.options = parse_options(strategy_options, "--strategy-option")
     cfg.max_calls = max_calls
+    cfg.executor = {"name": executor} if executor else cfg.executor
     _run(cfg, json_out, "demo")
 
 
@@ -71,13 +73,16 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, metavar="M", help="Stop after this many new judge calls.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M",
               help="Only the first M prompts per task (a quick look; a study of its own).")
+@click.option("--shard", default=None, metavar="I/K", help="Run only the I-th of K prompt shards (join them with bon merge).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where stage work runs instead of the config's.")
 @json_option("the summary table")
 def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy_options: tuple[str, ...],
-        max_calls: Optional[int], limit: Optional[int], json_out: Optional[Path]) -> None:
+        max_calls: Optional[int], limit: Optional[int], shard: Optional[str], executor: Optional[str], json_out: Optional[Path]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
-    overrides: dict[str, Any] = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls}
+    overrides: dict[str, Any] = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls, "shard": shard,
+                                 "executor": _executor_override(config, executor)}
     cfg = load_config(config, overrides)
     if strategy or strategy_options:
         cfg.strategy.name = strategy or cfg.strategy.name
@@ -88,15 +93,28 @@ def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy
     _run(cfg, json_out, "run")
 
 
+def _executor_override(config: Path, name: Optional[str]):
+    """``--executor NAME`` keeps the config's options for that executor (a cluster address, workers...)."""
+    if name is None:
+        return None
+    from bon.executors import executor_options_from
+
+    return {"name": name, "options": executor_options_from(config, name)}
+
+
 def _run(cfg, json_out: Optional[Path], command: str) -> None:
     from bon.study import run_study
 
     check_output_file(json_out)
     started = time.perf_counter()
     outcome = run_study(cfg, command=command)
-    _summary(outcome.correlations, outcome.results)
-    out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
-              f"report: {outcome.run.report}  figure: {outcome.run.figure}")
+    if cfg.shard:  # a shard's numbers are partial: the report comes from `bon merge`
+        out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
+                  f"in {outcome.run.root}; join all shards with `bon merge`")
+    else:
+        _summary(outcome.correlations, outcome.results)
+        out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
+                  f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     _write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
                               "correlations": outcome.correlations.to_dict(orient="records"),
                               "results": outcome.results.to_dict(orient="records")})

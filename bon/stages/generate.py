@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from bon.content import Candidate, Prompt, append_jsonl, load_candidates
 from bon.errors import BonError
+from bon.executors.local import LocalExecutor
 from bon.plugins import Generator
 from bon.progress import bar
 from bon.runfolder import RunFolder
@@ -28,14 +29,17 @@ def load_done(run: RunFolder, generator: str, n: int) -> dict[str, list[Candidat
     }
 
 
-def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int, seed: int) -> dict[str, list[Candidate]]:
+def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int, seed: int,
+             executor=None) -> dict[str, list[Candidate]]:
+    """``executor`` (default: in-process) runs the sampling; this driver writes every candidate."""
+    executor = executor or LocalExecutor()
     done = load_done(run, generator.name, n)
     todo = [p for p in prompts if p.id not in done]
     folder = run.candidates_dir(generator.name)
     with bar(f"generate {generator.name}", len(prompts)) as progress:
         progress.advance(len(prompts) - len(todo))
-        for prompt in todo:
-            cands = generator.sample(prompt, candidate_seeds(seed, generator.name, prompt.id, n))
+        sampled = executor.sample_all(generator, todo, lambda p: candidate_seeds(seed, generator.name, p.id, n))
+        for prompt, cands in zip(todo, sampled):
             if len(cands) != n:
                 raise BonError(f"generator {generator.name}: {len(cands)} candidates for prompt {prompt.id}, expected {n}")
             append_jsonl(run.candidates(generator.name), [c.to_json(folder, folder / "images") for c in cands])

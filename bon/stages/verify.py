@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
+from bon.executors.local import LocalExecutor
+from bon.executors.local import safe_score as _safe_score  # noqa: F401  (tests import it from here)
 from bon.plugins import Score, Verifier
 from bon.progress import bar
 from bon.runfolder import RunFolder
@@ -18,31 +20,24 @@ def load_scores(run: RunFolder, path: Path | None = None) -> dict[ScoreKey, dict
 
 
 def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candidates: list[Candidate],
-           path: Path | None = None) -> dict[ScoreKey, dict]:
-    """Score every candidate not yet in ``path`` (default: the study's ``scores.jsonl``)."""
+           path: Path | None = None, executor=None) -> dict[ScoreKey, dict]:
+    """Score every candidate not yet in ``path`` (default: the study's ``scores.jsonl``); ``executor``
+    (default: in-process) runs the scoring, this driver writes the scores."""
+    executor = executor or LocalExecutor()
     path = path or run.scores
     scores = load_scores(run, path)
     todo = [c for c in candidates if c.key not in scores]
     pending: list[dict] = []
     with bar(f"verify ({verifier.name})", len(candidates)) as progress:
         progress.advance(len(candidates) - len(todo))
-        for cand in todo:
-            pending.append(_record(cand, _safe_score(verifier, prompts[cand.prompt_id], cand)))
+        for cand, score in zip(todo, executor.score_all(verifier, [(prompts[c.prompt_id], c) for c in todo])):
+            pending.append(_record(cand, score))
             progress.advance()
             if len(pending) >= FLUSH_EVERY:
                 append_jsonl(path, pending)
                 pending = []
         append_jsonl(path, pending)
     return load_scores(run, path)
-
-
-def _safe_score(verifier: Verifier, prompt: Prompt, cand: Candidate) -> Score:
-    if cand.provenance.get("missing"):  # the generator failed on this candidate
-        return Score(None, missing=f"no candidate: {cand.provenance['missing']}")
-    try:
-        return verifier.score(prompt, cand)
-    except Exception as exc:  # a grading failure is data, never a zero and never a crash
-        return Score(None, missing=f"{type(exc).__name__}: {exc}")
 
 
 def _record(cand: Candidate, score: Score) -> dict:

@@ -1,0 +1,71 @@
+"""The Ray executor writes the run folder a local run writes, also when workers are killed mid-stage.
+
+One small Ray cluster (2 CPUs) serves the module; each study starts its own 2 actors on it.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bon.cli import main
+from scale_helpers import assert_same_run, store_rows
+
+ray = pytest.importorskip("ray")
+
+DEMO = ["demo", "--prompts", "8", "--n", "2", "--seed", "5"]
+TINY = ["demo", "--prompts", "2", "--n", "3", "--seed", "5"]  # 3 candidates: knockout with a bye, two rounds
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    root = str(Path(__file__).resolve().parents[1])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": root}})
+    yield
+    ray.shutdown()
+
+
+def _local(tmp_path_factory, args):
+    out = tmp_path_factory.mktemp("local") / "run"
+    assert main([*args, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    return _local(tmp_path_factory, DEMO)
+
+
+@pytest.fixture(scope="module")
+def tiny_local_run(tmp_path_factory):
+    return _local(tmp_path_factory, TINY)
+
+
+def _calls_made(run: Path) -> int:
+    stats = json.loads((run / "stats.json").read_text())
+    return sum(j["calls_made"] for j in stats["judges"].values())
+
+
+def test_ray_demo_writes_the_local_run_folder(cluster, local_run, tmp_path):
+    out = tmp_path / "ray"
+    assert main([*DEMO, "--out", str(out), "--executor", "ray"]) == 0
+    assert_same_run(out, local_run)
+    assert _calls_made(out) == _calls_made(local_run) == len(store_rows(out / "judgments.sqlite")["judgments"])
+
+
+def test_killed_workers_are_retried_and_no_judgment_is_asked_twice(cluster, tiny_local_run, tmp_path, monkeypatch):
+    markers = {stage: tmp_path / f"killed-{stage}" for stage in ("generate", "judge")}
+    monkeypatch.setenv("BON_RAY_KILL_ONCE", ",".join(f"{s}:{m}" for s, m in markers.items()))
+    out = tmp_path / "ray"
+    assert main([*TINY, "--out", str(out), "--executor", "ray"]) == 0
+    assert all(m.exists() for m in markers.values())  # a worker process really died in each stage
+    assert_same_run(out, tiny_local_run)
+    made = _calls_made(out)  # every call paid for is one stored judgment: nothing was asked twice
+    assert made == _calls_made(tiny_local_run) == len(store_rows(out / "judgments.sqlite")["judgments"])
+    monkeypatch.delenv("BON_RAY_KILL_ONCE")
+    assert main([*TINY, "--out", str(out)]) == 0  # the other executor resumes the same folder: nothing new to ask
+    assert _calls_made(out) == 0
+    assert_same_run(out, tiny_local_run)
