@@ -21,6 +21,9 @@ class Generator(ABC):
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         """One candidate per seed, ``index`` = position in ``seeds``; same seed, same candidate."""
 
+    def close(self) -> None:
+        """Release the models this plugin holds (they load again on next use)."""
+
 
 @dataclass
 class Score:
@@ -29,6 +32,7 @@ class Score:
     value: float | None
     details: dict[str, Any] = field(default_factory=dict)
     missing: str | None = None
+    transient: bool = False  # a failure worth retrying on a rerun (timeout, 5xx, out of memory)
 
 
 class Verifier(ABC):
@@ -42,3 +46,6 @@ class Verifier(ABC):
     @abstractmethod
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         """Never raises for a bad candidate: returns ``Score(None, missing=reason)``."""
+
+    def close(self) -> None:
+        """Release the models this plugin holds (they load again on next use)."""

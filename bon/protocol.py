@@ -79,6 +79,9 @@ class PairwiseJudge(ABC):
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
 
+    def close(self) -> None:
+        """Release the models this judge holds (they load again on next use)."""
+
 
 class PointwiseJudge(PairwiseJudge):
     """A judge that scores each response alone (a reward model: CLIPScore, PickScore, VQAScore...).

@@ -10,6 +10,7 @@ from typing import Any
 
 from bon.content import slug
 from bon.errors import BonError
+from bon.io import atomic_write
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,8 @@ class RunFolder:
 
 def write_json(path: Path, data: Any) -> None:
     """Atomic JSON write: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, text)

@@ -1,5 +1,5 @@
-"""Small helpers every model-backed generator shares: provenance, library versions, torch device and
-dtype choice, telling a local model folder from a hub id, one-line error text.
+"""Small helpers every model-backed generator shares: provenance, library versions, telling a local
+model folder from a hub id, quiet loading (device, dtype and one-line error text live in ``bon``).
 
 Nothing heavy is imported at module import: torch is imported inside the functions that need it.
 """
@@ -20,24 +20,9 @@ T = TypeVar("T")
 # Packages whose versions go into every candidate's provenance (those that are installed).
 VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "tokenizers", "openai", "pillow")
 
-DTYPES = {
-    "float32": "float32", "fp32": "float32", "float": "float32",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-}
-
-
 def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
     """Versions of the libraries a generator adapter depends on."""
     return provenance.library_versions(packages)
-
-
-def one_line(exc: BaseException | str, limit: int = 300) -> str:
-    """The first non-empty line of an exception message, shortened: fit for a BonError or a reason."""
-    text = str(exc) if not isinstance(exc, BaseException) else (str(exc) or type(exc).__name__)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    first = lines[0] if lines else text.strip()
-    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
@@ -108,41 +93,7 @@ def revision_of_folder(folder: str) -> str | None:
     return None
 
 
-# --- torch ------------------------------------------------------------------------------------
-
-
-def resolve_device(device: str | None) -> str:
-    import torch
-
-    name = (device or "auto").strip()
-    if name == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return "mps"
-        return "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise BonError(f"device {name!r} asked for, but torch sees no CUDA device (use device: cpu or auto)")
-    return name
-
-
-def resolve_dtype(dtype: str | None, device: str) -> Any:
-    """A torch dtype from a name; ``auto`` is bfloat16 on CUDA (float16 without bf16 support), else float32."""
-    import torch
-
-    name = (dtype or "auto").strip().lower()
-    if name == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    if name not in DTYPES:
-        raise BonError(f"dtype {dtype!r} not known (use auto, float32, float16 or bfloat16)")
-    return getattr(torch, DTYPES[name])
-
-
-def dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
+# --- loading ---------------------------------------------------------------------------------
 
 
 @contextmanager

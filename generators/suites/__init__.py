@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 from PIL import Image
 
 from bon.content import ImageItem, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 
 __all__ = ["LazyImage", "Rows", "open_rows", "image_from", "select", "first_line"]
 
@@ -51,11 +51,6 @@ class LazyImage(ImageItem):
         except Exception as exc:  # noqa: BLE001 - a damaged image is one line, naming where it came from
             raise BonError(f"{self.origin or 'suite image'}: unreadable image ({first_line(exc)})") from None
         return image.convert("RGB")
-
-
-def first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 # --- rows from the Hub or from a local copy ------------------------------------------------------
@@ -99,7 +94,7 @@ def _hub_rows(benchmark: str, dataset: str, split: str | None, config: str | Non
         import datasets
     except ImportError:
         raise BonError(f"{benchmark}: reading {dataset} from the Hub needs the datasets package "
-                       "(pip install 'bon[datasets]'), or give path: to a local copy") from None
+                       "(pip install '.[datasets]'), or give path: to a local copy") from None
     kw: dict[str, Any] = {}
     if revision:
         kw["revision"] = revision
@@ -196,7 +191,7 @@ def _arrow_files(benchmark: str, files: list[Path], image_columns: tuple[str, ..
     try:
         import datasets
     except ImportError:
-        raise BonError(f"{benchmark}: reading .arrow files needs the datasets package (pip install 'bon[datasets]')") from None
+        raise BonError(f"{benchmark}: reading .arrow files needs the datasets package (pip install '.[datasets]')") from None
     parts = [datasets.Dataset.from_file(str(f)) for f in files]
     ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
     return _from_dataset(ds, image_columns, str(files[0].parent))
@@ -206,7 +201,7 @@ def _arrow_dir(benchmark: str, path: Path, split: str | None, image_columns: tup
     try:
         import datasets
     except ImportError:
-        raise BonError(f"{benchmark}: reading a saved dataset needs the datasets package (pip install 'bon[datasets]')") from None
+        raise BonError(f"{benchmark}: reading a saved dataset needs the datasets package (pip install '.[datasets]')") from None
     try:
         ds = datasets.load_from_disk(str(path))
     except Exception as exc:  # noqa: BLE001

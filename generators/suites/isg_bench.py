@@ -188,7 +188,7 @@ def _download(repo: str, revision: str | None) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise BonError(f"{NAME}: reading {repo} needs huggingface_hub (pip install 'bon[datasets]'), or give path:") from None
+        raise BonError(f"{NAME}: reading {repo} needs huggingface_hub (pip install '.[datasets]'), or give path:") from None
     try:
         folder = snapshot_download(repo, repo_type="dataset", revision=revision, allow_patterns=[JSONL, "images.zip"])
     except Exception as exc:  # noqa: BLE001 - offline without a cached copy, a wrong name
