@@ -10,12 +10,11 @@ import importlib
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Iterable, Iterator
 
 from bon.errors import BonError
 from bon import provenance
 
-T = TypeVar("T")
 
 # Packages whose versions go into every candidate's provenance (those that are installed).
 VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "tokenizers", "openai", "pillow")
@@ -23,11 +22,6 @@ VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "
 def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
     """Versions of the libraries a generator adapter depends on."""
     return provenance.library_versions(packages)
-
-
-def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
-    size = max(1, int(size))
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def positive_int(value: Any, what: str, allow_none: bool = True) -> int | None:

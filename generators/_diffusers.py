@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from PIL import Image
 
-from bon.backends import require
+from bon.backends import library_error, require
 from bon.backends.device import HalvingBatches, dtype_name, free_memory, resolve_device, resolve_dtype
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError, first_line
@@ -111,6 +111,7 @@ class DiffusersGenerator(Generator):
         self._pipe: Any = None
         self._params: dict[str, inspect.Parameter] = {}
         self._loaded: dict[str, Any] = {}
+        self.batches = HalvingBatches(self.batch_size, self.adapter, self.model_arg)
         self._share_from: DiffusersGenerator | None = None
         self.shared: list[str] = []  # components taken over from _share_from at load
 
@@ -160,7 +161,7 @@ class DiffusersGenerator(Generator):
         except BonError:
             raise
         except Exception as exc:  # noqa: BLE001 - any loading failure is the user's model path or id
-            raise BonError(f"{self.adapter}: cannot load a diffusers pipeline from {self.model_arg!r} ({first_line(exc)})") from None
+            raise library_error(exc, self.adapter, f"cannot load a diffusers pipeline from {self.model_arg!r}") from None
         pipe = self.adapt(pipe)
         check_diffusers_class(pipe, self.adapter)
         self._params = dict(inspect.signature(pipe.__call__).parameters)
@@ -256,7 +257,6 @@ class DiffusersGenerator(Generator):
         inputs = self.inputs(prompt)  # validate the prompt before loading anything
         pipe = self.pipe
         settings = self.settings()
-        batches = HalvingBatches(self.batch_size or max(1, len(seeds)), self.adapter, self.model_arg)
 
         def draw(part: Sequence[int]) -> list[Image.Image]:
             gens = [torch.Generator(device=self.generator_device).manual_seed(int(s)) for s in part]
@@ -268,8 +268,8 @@ class DiffusersGenerator(Generator):
                 raise BonError(f"{self.adapter}: pipeline returned {len(got)} images for {len(part)} seeds (prompt {prompt.id})")
             return [im if isinstance(im, Image.Image) else Image.fromarray(im) for im in got]
 
-        images = batches.run(list(seeds), draw)
-        batch = batches.size
+        images = self.batches.run(list(seeds), draw)  # halved on out-of-memory, and kept halved
+        batch = min(self.batches.size or len(seeds), len(seeds))
         cands = []
         for k, (seed, image) in enumerate(zip(seeds, images)):
             prov = {"adapter": self.adapter, "model": self.model_arg, **self._loaded,
@@ -341,15 +341,9 @@ def component_config(model: str, name: str, revision: str | None) -> dict[str, A
 
 def same_config(saved: dict[str, Any], live: Any) -> bool:
     """A saved config describes the loaded module (library bookkeeping keys aside)."""
-    if live is None:
-        return False
-    live = live.to_dict() if hasattr(live, "to_dict") else dict(live)
-    keys = {k for k in saved if not k.startswith("_") and k not in ("architectures", "transformers_version", "torch_dtype", "dtype")}
-    return all(k in live and _plain(live[k]) == _plain(saved[k]) for k in keys)
-
-
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    live = json.loads(json.dumps(live.to_dict() if hasattr(live, "to_dict") else dict(live or {}), default=str))
+    skip = ("architectures", "transformers_version", "torch_dtype", "dtype")
+    return bool(live) and all(live.get(k) == v for k, v in saved.items() if not k.startswith("_") and k not in skip)
 
 
 def prompt_text(prompt: Prompt, adapter: str) -> str:

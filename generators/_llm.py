@@ -74,27 +74,44 @@ def _items(content: Any) -> list[tuple[str, Any]]:
 
 
 class LocalChat:
-    """A local transformers chat model (text-only causal LM, or image-text-to-text when ``vision``)."""
+    """A local transformers chat model (text-only causal LM, or image-text-to-text when ``vision``);
+    nothing is read from the model folder or the Hub before the first answer."""
 
     def __init__(self, model: Any = None, where: str = "chat", vision: bool = False, revision: str | None = None,
                  dtype: str = "auto", device: str = "auto", batch_size: int = 8) -> None:
-        from bon.backends.chat_vlm import ChatVlm
+        from bon.backends.chat_vlm import check_source
         from bon.backends.device import HalvingBatches
 
         if not model:
             raise BonError(f"{where}: option 'model' (a hub id or a local folder) is required")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise BonError(f"{where}: batch_size must be a positive integer, got {batch_size!r}")
+        check_source(str(model), where)
         self.where, self.vision, self.model_arg = where, vision, str(model)
-        self.backend = ChatVlm(str(model), where, revision=revision, dtype=dtype, device=device, vision=vision)
+        self.settings = {"revision": revision, "dtype": dtype, "device": device}
         self.batches = HalvingBatches(batch_size, where, str(model))
+        self._backend: Any = None
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            from bon.backends.chat_vlm import ChatVlm
+
+            self._backend = ChatVlm(self.model_arg, self.where, vision=self.vision, **self.settings)
+        return self._backend
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "transformers-vlm" if self.vision else "transformers", **self.backend.identity(),
-                "model": self.model_arg, **self.backend.loaded_info}
+        base = {"backend": "transformers-vlm" if self.vision else "transformers", "model": self.model_arg}
+        if self._backend is None:
+            return {**base, "revision": self.settings["revision"]}
+        return {**base, **self._backend.identity(), "model": self.model_arg, **self._backend.loaded_info}
+
+    def held_modules(self) -> list[Any]:
+        return self._backend.held_modules() if self._backend is not None else []
 
     def close(self) -> None:
-        self.backend.close()
+        if self._backend is not None:
+            self._backend.close()
 
     def chat_many(self, messages: list[dict[str, Any]], seeds: Sequence[int], *, temperature: float,
                   top_p: float | None, max_new_tokens: int) -> list[Any]:

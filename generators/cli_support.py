@@ -26,8 +26,7 @@ from bon.runfolder import RunFolder, write_json
 from bon.stages.generate import generate, load_done
 
 # options that change how fast or where candidates are made, not what they are
-RUNTIME_OPTIONS = frozenset({"batch_size", "device", "cpu_offload", "max_concurrency", "retries", "timeout",
-                             "backoff", "max_backoff", "max_retry_after", "label"})
+RUNTIME_OPTIONS = frozenset({"batch_size", "device", "cpu_offload", "max_concurrency", "retries", "timeout", "label"})
 
 
 def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, n: int, out: Path,

@@ -146,7 +146,7 @@ class InterleavedAgent(Generator):
     def held_modules(self) -> list[Any]:
         """The distinct loaded model modules this agent holds (renderer, editor, planner), each once."""
         seen: dict[int, Any] = {}
-        for child in (self.renderer, self.editor, getattr(self.planner, "backend", None)):
+        for child in (self.renderer, self.editor, self.planner):
             held = getattr(child, "held_modules", None)
             for module in (held() if callable(held) else []):
                 seen.setdefault(id(module), module)

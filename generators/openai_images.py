@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from PIL import Image
 
 from bon.backends.images import image_bytes
-from bon.backends.openai_api import ApiFailure, OpenAIEndpoint, Reply, dumps
+from bon.backends.openai_api import ApiFailure, OpenAIEndpoint, Reply
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Generator
@@ -80,7 +80,7 @@ class OpenAIImages(Generator):
                    **({"seed": int(s)} if self.send_seed else {})} for s in seeds]
         if mode == "edit":
             upload = [(self.image_field, ("input.png", image_bytes(images[0].load()), "image/png"))]
-            replies = self.endpoint.post_all("/images/edits", [{k: dumps(v) for k, v in f.items()} for f in fields], upload)
+            replies = self.endpoint.post_all("/images/edits", [{k: str(v) for k, v in f.items()} for f in fields], upload)
         else:
             replies = self.endpoint.post_all("/images/generations", fields)
         base = {"adapter": self.adapter, "model": self.model, "base_url": self.base_url, "mode": mode,

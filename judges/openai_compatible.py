@@ -131,9 +131,9 @@ class OpenAICompatibleJudge(PairwiseJudge):
     # --- requests ------------------------------------------------------------------------------
     def messages(self, c: Comparison) -> list[dict[str, Any]]:
         """The chat request for one comparison: one user turn of interleaved text and images."""
-        tpl = self.templates[_scorer_task(c.prompt.task)]
-        items = tpl.render(_raw(c.prompt.content), _raw(c.a), _raw(c.b))
-        return [{"role": "user", "content": api_parts(items, self._data_url)}]
+        from judges.prompts import comparison_items
+
+        return [{"role": "user", "content": api_parts(comparison_items(self.templates, c), self._data_url)}]
 
     def _data_url(self, item: ImageItem) -> str:
         key = (item.digest, self.max_image_side, self.image_format)
@@ -176,13 +176,3 @@ class OpenAICompatibleJudge(PairwiseJudge):
         verdict.meta = {**meta, **verdict.meta}
         return verdict
 
-
-def _raw(content: Any) -> list[list[Any]]:
-    """Content as ``[kind, value]`` items, images kept as :class:`ImageItem` for later encoding."""
-    return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
-
-
-def _scorer_task(task: str) -> str:
-    from analysis.mmrb2 import scorer_task
-
-    return scorer_task(task)

@@ -36,7 +36,6 @@ from typing import Any, Sequence
 from bon.backends.chat_vlm import ChatVlm, Rendered
 from bon.backends.device import HalvingBatches, OutOfMemory
 from bon.backends.images import fit_pixels
-from bon.content import Content
 from bon.errors import BonError, first_line
 from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin, seeded_coin
 
@@ -131,9 +130,10 @@ class TransformersVlmJudge(PairwiseJudge):
     # --- building inputs -----------------------------------------------------------------------
     def parts(self, c: Comparison) -> list[Part]:
         """The judge's user turn: rubric, marked prompt, response A, response B, in order."""
-        tpl = self.templates[_scorer_task(c.prompt.task)]
+        from judges.prompts import comparison_items
+
         px = self.max_image_pixels
-        items = tpl.render(_raw(c.prompt.content), _raw(c.a), _raw(c.b))
+        items = comparison_items(self.templates, c)
         return [("text", v) if k == "text" else ("image", fit_pixels(v.load(), px)) for k, v in items]
 
     def suffix(self) -> str:
@@ -226,14 +226,4 @@ class TransformersVlmJudge(PairwiseJudge):
 def _size(c: Comparison) -> tuple[int, int]:
     contents = (c.prompt.content, c.a, c.b)
     return sum(len(x.images) for x in contents), sum(len(t) for x in contents for t in x.texts)
-
-
-def _raw(content: Content) -> list[list[Any]]:
-    return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
-
-
-def _scorer_task(task: str) -> str:
-    from analysis.mmrb2 import scorer_task
-
-    return scorer_task(task)
 

@@ -67,7 +67,8 @@ def test_missing_extra_is_a_one_line_error_naming_the_extra(monkeypatch):
 
     with pytest.raises(BonError) as info:
         with hf_errors("qwen judge", "cannot load the processor"):
-            raise ImportError("Qwen2VLVideoProcessor requires the Torchvision library but it was not found", name="torchvision")
+            # what transformers 5 raises for a Qwen-VL processor without torchvision
+            raise ImportError("Qwen2VLVideoProcessor requires the Torchvision library but it was not found in your\nenvironment.")
     assert "torchvision" in str(info.value) and "pip install '.[gpu]'" in str(info.value) and "\n" not in str(info.value)
 
 
@@ -181,10 +182,11 @@ def test_close_releases_the_local_model_and_next_use_reloads(tmp_path):
     judge = TransformersVlmJudge(model=str(build_tiny_llava(tmp_path / "llava")), mode="logits")
     assert not judge.backend.loaded  # weights load lazily
     model = weakref.ref(judge.backend.model)
-    assert judge.backend.loaded
+    assert judge.backend.loaded and judge.backend.held_modules() == [model()]
     judge.close()
     gc.collect()
     assert model() is None and not judge.backend.loaded, "close() drops the last reference to the weights"
+    assert judge.backend.held_modules() == []
     from bon.protocol import Comparison
 
     prompt = Prompt("p", "t2i", Content.of("a red square"))
@@ -249,3 +251,27 @@ def test_interleaved_agent_holds_shared_components_once(tmp_path_factory):
     assert cand.provenance["slots"][1]["provenance"]["shared_components"] == agent.editor.shared
     agent.close()
     assert agent.held_modules() == []
+
+
+def test_diffusers_generator_halves_its_batch_on_out_of_memory_without_reloading(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    from conftest_models import build_sd, cached
+    from generators.diffusers_t2i import DiffusersT2I
+
+    gen = DiffusersT2I(model=str(cached("sd", tmp_path_factory, build_sd)), steps=2)
+    real, calls, loads = gen.pipe, [], []
+
+    class SmallCard:  # the loaded pipeline on a card that fits one image at a time
+        def __call__(self, **kwargs):
+            calls.append(len(kwargs["prompt"]))
+            if len(kwargs["prompt"]) > 1:
+                raise OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+            return real(**kwargs)
+
+    gen._pipe = SmallCard()
+    gen.load = lambda: loads.append(1)  # a reload would show here
+    prompt = Prompt("p", "t2i", Content.of("a red square"))
+    cands = gen.sample(prompt, [1, 2, 3])
+    assert [len(c.content.images) for c in cands] == [1, 1, 1] and calls == [3, 1, 1, 1] and loads == []
+    assert cands[0].provenance["batch_size"] == 1 and gen.sample(prompt, [4, 5]) and calls[-2:] == [1, 1]

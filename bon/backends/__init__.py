@@ -37,3 +37,13 @@ def require(module: str, who: str, extra: str | None = None) -> Any:
     except ImportError as exc:
         missing = (exc.name or module).split(".")[0]
         raise missing_extra(missing if missing in EXTRA_OF else module, who, extra) from None
+
+
+def library_error(exc: BaseException, who: str, what: str) -> BonError:
+    """A library's loading error as one line; one caused by a missing torchvision (the Qwen-VL
+    processors from transformers 5 on, so Qwen judges, graders and Qwen-Image-Edit) names the extra."""
+    if getattr(exc, "name", None) == "torchvision" or "torchvision" in str(exc).lower():
+        return missing_extra("torchvision", who)
+    from bon.errors import first_line
+
+    return BonError(f"{who}: {what} ({first_line(exc)})")

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bon.backends import missing_extra, require
+from bon.backends import library_error, require
 from bon.backends.device import dtype_name, free_memory, resolve_device, resolve_dtype
 from bon.backends.images import chat_parts
-from bon.errors import BonError, first_line
+from bon.errors import BonError
 
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL image)
@@ -99,6 +99,10 @@ class ChatVlm:
             self.loaded_info = {"class": type(model).__name__, "device": self.device,
                                 "versions": library_versions(("bon", "torch", "transformers", "tokenizers"))}
         return self._model
+
+    def held_modules(self) -> list[Any]:
+        """The loaded model (none before the first use or after :meth:`close`)."""
+        return [self._model] if self._model is not None else []
 
     def close(self) -> None:
         """Drop the weights and hand their memory back; the next use loads them again."""
@@ -207,18 +211,11 @@ class ChatVlm:
 
 @contextmanager
 def hf_errors(who: str, what: str) -> Iterator[None]:
-    """A library's loading error as one line; a missing torchvision (Qwen-VL processors from
-    transformers 5 on) as the extra that installs it."""
+    """A library's loading error as one line (see :func:`bon.backends.library_error`)."""
     try:
         yield
-    except ImportError as exc:
-        if "torchvision" in str(exc) or exc.name == "torchvision":
-            raise missing_extra("torchvision", who) from None
-        raise BonError(f"{who}: {what}: {first_line(exc)}") from None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        if "torchvision" in str(exc):
-            raise missing_extra("torchvision", who) from None
-        raise BonError(f"{who}: {what}: {first_line(exc)}") from None
+    except (ImportError, OSError, ValueError, TypeError, KeyError) as exc:
+        raise library_error(exc, who, what) from None
 
 
 def check_source(model: str, who: str) -> None:
@@ -261,14 +258,7 @@ def load_config(model_id: str, kw: dict[str, Any], who: str) -> Any:
 def load_model(cls: Any, model_id: str, who: str, dtype: Any, revision: str | None, as_what: str = "", **extra: Any) -> Any:
     """``cls.from_pretrained`` in ``dtype`` at ``revision`` (plus ``extra`` keyword arguments); a one-line
     BonError naming the model (``as_what`` after it) if it cannot be loaded."""
-    kw: dict[str, Any] = {dtype_kwarg(): dtype, **({"revision": revision} if revision else {}), **extra}
+    kw: dict[str, Any] = {"dtype": dtype, **({"revision": revision} if revision else {}), **extra}
     with hf_errors(who, f"cannot load {model_id}{as_what}"):
         return cls.from_pretrained(model_id, **kw)
 
-
-def dtype_kwarg() -> str:
-    """``dtype`` from transformers 4.56 on, ``torch_dtype`` before."""
-    import transformers
-
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"

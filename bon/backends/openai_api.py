@@ -24,13 +24,12 @@ timeouts, dropped connections, 408/409/429 and 5xx with exponential backoff and 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence, Union
 from urllib.parse import urlsplit, urlunsplit
 
@@ -75,7 +74,6 @@ class Reply:
     latency_s: float = 0.0
     usage: dict[str, int] | None = None
     cost_usd: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
 
     def get(self, key: str) -> Any:
         return self.data.get(key) if isinstance(self.data, dict) else None
@@ -179,7 +177,7 @@ class OpenAIEndpoint:
             resp = client.post(path, cast_to=httpx2.Response, body=payload, files=files, options=options)
         except BonError as exc:  # the input itself is bad (an unreadable image)
             return ApiFailure(str(exc), transient=False)
-        except Exception as exc:  # noqa: BLE001 - classify decides; anything unknown is re-raised
+        except Exception as exc:  # noqa: BLE001 - classify decides what it means
             failure = self.classify(exc, key)
             self._count(failure.attempts, None)
             return failure
@@ -211,7 +209,8 @@ class OpenAIEndpoint:
             message = _error_message(exc)
             reason = redact(f"HTTP {status}: {message}" if message else f"HTTP {status}", key, mask="***")[:300]
             return ApiFailure(reason + after, transient=status in TRANSIENT_STATUS or status >= 500, attempts=attempts, status=status)
-        raise exc
+        # anything else (a proxy that cut the answer short, an SDK surprise): worth asking again later
+        return ApiFailure(redact(f"{type(exc).__name__}: {first_line(exc)}", key)[:300], transient=True, attempts=attempts)
 
     def _count(self, attempts: int, reply: Reply | None) -> None:
         with self._lock:
@@ -290,14 +289,11 @@ def _attempts(request: Any) -> int:
 
 
 def _error_message(exc: Any) -> str:
+    """The server's ``error.message`` (not the SDK's text, which quotes the whole body)."""
     body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return first_line(str(inner["message"]), 200)
-        if isinstance(inner, str):
-            return first_line(inner, 200)
-    return first_line(str(getattr(exc, "message", "") or ""), 200) if getattr(exc, "message", "") else ""
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    message = inner.get("message") if isinstance(inner, dict) else inner
+    return first_line(message, 200) if isinstance(message, str) and message.strip() else ""
 
 
 # --- secrets ----------------------------------------------------------------------------------
@@ -351,7 +347,3 @@ def check_endpoint(base_url: str, api_key: str | None, timeout: float, who: str,
         holder = f"${key_env}" if key_env else "the configured key"
         raise BonError(f"{who}: {shown} rejected the key in {holder} (HTTP {resp.status_code})")
 
-
-def dumps(value: Any) -> str:
-    """A multipart form field's text: strings as they are, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
