@@ -252,10 +252,9 @@ class DiffusersGenerator(Generator):
         return {"prompt": prompt_text(prompt, self.adapter)}
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
-        import torch
-
         inputs = self.inputs(prompt)  # validate the prompt before loading anything
         pipe = self.pipe
+        torch = require("torch", self.adapter)
         settings = self.settings()
 
         def draw(part: Sequence[int]) -> list[Image.Image]:

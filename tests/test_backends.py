@@ -55,7 +55,7 @@ def test_out_of_memory_halves_the_batch_down_to_one_then_one_line_error():
         HalvingBatches(4, "judge x", "tiny-model").run([1, 2], broken)
 
 
-def test_missing_extra_is_a_one_line_error_naming_the_extra(monkeypatch):
+def test_missing_extra_is_a_one_line_error_naming_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
     with pytest.raises(BonError) as info:
         require("transformers", "vqascore")
@@ -63,6 +63,14 @@ def test_missing_extra_is_a_one_line_error_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(BonError, match=r"pip install '\.\[api\]'"):
         registry.create("generator", "openai-images", model="m", base_url="http://127.0.0.1:9", api_key_env=None)
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    (folder / "model_index.json").write_text('{"_class_name": "StableDiffusionPipeline"}')
+    monkeypatch.setitem(sys.modules, "diffusers", None)
+    gen = registry.create("generator", "diffusers-t2i", model=str(folder))
+    with pytest.raises(BonError) as info:
+        gen.sample(Prompt("p", "t2i", Content.of("a cat")), [1])
+    assert str(info.value) == "diffusers-t2i: needs the diffusers package; install it with pip install '.[gpu]'"
     from bon.backends.chat_vlm import hf_errors
 
     with pytest.raises(BonError) as info:
