@@ -37,6 +37,7 @@ Options:
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
@@ -101,6 +102,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
 
         self.templates = {t: rubric(t, self.official_prompts) for t in TASKS}
         self._images: OrderedDict[tuple, str] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self.endpoint = OpenAIEndpoint(str(model), self.name, base_url, api_key_env, timeout=timeout,
                                        max_retries=max_retries, concurrency=concurrency, preflight=preflight,
                                        preflight_timeout=preflight_timeout, price_input=price_input,
@@ -137,13 +139,15 @@ class OpenAICompatibleJudge(PairwiseJudge):
 
     def _data_url(self, item: ImageItem) -> str:
         key = (item.digest, self.max_image_side, self.image_format)
-        if key in self._images:
-            self._images.move_to_end(key)
-            return self._images[key]
+        with self._cache_lock:  # requests are built on the client's threads
+            if key in self._images:
+                self._images.move_to_end(key)
+                return self._images[key]
         url = image_data_url(item.load(), self.max_image_side, self.image_format)
-        self._images[key] = url
-        while len(self._images) > 256:
-            self._images.popitem(last=False)
+        with self._cache_lock:
+            self._images[key] = url
+            while len(self._images) > 256:
+                self._images.popitem(last=False)
         return url
 
     def request(self, c: Comparison) -> dict[str, Any]:
