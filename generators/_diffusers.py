@@ -32,7 +32,7 @@ from generators._common import (library_versions, model_location, number, positi
 
 # components an edit pipeline may take over from a loaded text-to-image pipeline when their configs
 # agree (FLUX.1 and FLUX.1 Kontext share both text encoders and the VAE; the denoisers differ)
-SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "tokenizer", "tokenizer_2", "tokenizer_3", "vae")
+SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
 
 OFFLOAD = {False: None, None: None, "none": None, True: "model", "model": "model", "sequential": "sequential"}
 
@@ -198,23 +198,22 @@ class DiffusersGenerator(Generator):
         return pipe
 
     def shared_components(self) -> dict[str, Any]:
-        """Components of the pipeline to share (see :meth:`share_components_with`) whose saved config in
-        this model equals the loaded one's, so ``from_pretrained`` does not load them a second time."""
+        """Modules of the pipeline to share (see :meth:`share_components_with`) whose saved config in
+        this model equals the loaded one's, each with its tokenizer, so ``from_pretrained`` does not
+        load them a second time."""
         self.shared = []
         if self._share_from is None:
             return {}
         source = self._share_from.pipe.components
         out = {}
         for name in SHAREABLE:
-            component = source.get(name)
-            saved = component_config(self.model, name, self.revision) if component is not None else None
-            live = getattr(component, "config", None) if not name.startswith("tokenizer") else None
-            if saved is not None and (name.startswith("tokenizer") or same_config(saved, live)):
-                out[name] = component
-        # a tokenizer only travels with its text encoder
-        for name in [n for n in out if n.startswith("tokenizer")]:
-            if "text_encoder" + name[len("tokenizer"):] not in out:
-                del out[name]
+            module = source.get(name)
+            saved = component_config(self.model, name, self.revision) if module is not None else None
+            if saved is not None and same_config(saved, getattr(module, "config", None)):
+                out[name] = module
+                tokenizer = name.replace("text_encoder", "tokenizer")
+                if tokenizer != name and source.get(tokenizer) is not None:
+                    out[tokenizer] = source[tokenizer]
         self.shared = sorted(out)
         return out
 
@@ -318,24 +317,21 @@ class DiffusersGenerator(Generator):
 
 
 def component_config(model: str, name: str, revision: str | None) -> dict[str, Any] | None:
-    """The saved config of a pipeline component (``<name>/config.json``, or its tokenizer config) from
-    a local folder or the hub cache; None when it is not on disk."""
-    for filename in ("config.json", "tokenizer_config.json"):
-        path = Path(model) / name / filename
-        if not path.is_file():
-            try:
-                from huggingface_hub import try_to_load_from_cache
+    """The saved ``<name>/config.json`` of a pipeline component, from a local folder or the hub cache;
+    None when it is not on disk."""
+    path = Path(model) / name / "config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
 
-                hit = try_to_load_from_cache(model, f"{name}/{filename}", revision=revision)
-            except Exception:  # noqa: BLE001 - not a hub id, or no cache: nothing to share
-                hit = None
-            path = Path(hit) if isinstance(hit, str) else path
-        if path.is_file():
-            try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-    return None
+            hit = try_to_load_from_cache(model, f"{name}/config.json", revision=revision)
+        except Exception:  # noqa: BLE001 - not a hub id, or no cache: nothing to share
+            return None
+        path = Path(hit) if isinstance(hit, str) else path
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def same_config(saved: dict[str, Any], live: Any) -> bool:

@@ -13,14 +13,6 @@ if TYPE_CHECKING:
     from PIL import Image
 
 
-def fit_max_side(image: Image.Image, max_side: int | None) -> Image.Image:
-    """Downscale (never upscale) so the longer side is at most ``max_side`` pixels."""
-    if not max_side or max(image.size) <= max_side:
-        return image
-    scale = max_side / max(image.size)
-    return _resize(image, scale)
-
-
 def fit_pixels(image: Image.Image, max_pixels: int | None) -> Image.Image:
     """Downscale (never upscale) so width x height is at most ``max_pixels``."""
     if not max_pixels or image.width * image.height <= max_pixels:
@@ -49,8 +41,11 @@ def image_bytes(image: Image.Image, fmt: str = "png", quality: int = 90) -> byte
 
 
 def image_data_url(image: Image.Image, max_side: int | None = None, fmt: str = "png", quality: int = 90) -> str:
-    """``data:image/...;base64,...`` of the image, resized to ``max_side`` first: APIs take images inline."""
-    data = image_bytes(fit_max_side(image.convert("RGB"), max_side), fmt, quality)
+    """``data:image/...;base64,...`` of the image, downscaled so its longer side is at most ``max_side``
+    first: APIs take images inline."""
+    if max_side and max(image.size) > max_side:
+        image = _resize(image, max_side / max(image.size))
+    data = image_bytes(image, fmt, quality)
     return f"data:image/{fmt.lower()};base64," + base64.b64encode(data).decode("ascii")
 
 

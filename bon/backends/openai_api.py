@@ -168,13 +168,11 @@ class OpenAIEndpoint:
             self._client = None
 
     def _one(self, client: Any, key: str, path: str, body: Body, files: Any) -> Reply | ApiFailure:
-        import httpx2
-
         started = time.perf_counter()
         try:
             payload = body() if callable(body) else body
             options = {"headers": {"Content-Type": "multipart/form-data"}} if files else {}
-            resp = client.post(path, cast_to=httpx2.Response, body=payload, files=files, options=options)
+            resp = client.post(path, cast_to=_httpx().Response, body=payload, files=files, options=options)
         except BonError as exc:  # the input itself is bad (an unreadable image)
             return ApiFailure(str(exc), transient=False)
         except Exception as exc:  # noqa: BLE001 - classify decides what it means
@@ -234,7 +232,7 @@ class OpenAIEndpoint:
 
     def fetch(self, url: str) -> bytes:
         """The bytes at a URL an answer points to (an image on a CDN): no key is sent there."""
-        import httpx2
+        httpx2 = _httpx()
 
         try:
             with httpx2.Client(timeout=self.timeout, transport=httpx2.HTTPTransport(retries=self.max_retries)) as http:
@@ -278,6 +276,15 @@ def reply_meta(reply: Reply) -> dict[str, Any]:
     if reply.cost_usd is not None:
         meta["cost_usd"] = round(reply.cost_usd, 8)
     return meta
+
+
+def _httpx() -> Any:
+    """The HTTP library the installed openai SDK is built on: httpx2 from openai 3 on, httpx before."""
+    try:
+        import httpx2
+    except ImportError:
+        import httpx as httpx2
+    return httpx2
 
 
 def _attempts(request: Any) -> int:
@@ -328,7 +335,7 @@ def check_endpoint(base_url: str, api_key: str | None, timeout: float, who: str,
     """Preflight: ``GET {base_url}/models``. A refused connection, an unknown host, no answer within
     ``timeout`` or a rejected key (401/403) is a one-line BonError; any other answer, even a 404 from a
     server without ``/models``, means the endpoint is alive."""
-    import httpx2
+    httpx2 = _httpx()
 
     shown = safe_url(base_url)
     hint = "(set option preflight=false to skip this check)"
