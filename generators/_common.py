@@ -1,5 +1,5 @@
 """Small helpers every model-backed generator shares: provenance, library versions, telling a local
-model folder from a hub id, quiet loading (device, dtype and one-line error text live in ``bon``).
+model's hub revision, quiet loading (device, dtype and one-line error text live in ``bon``).
 
 Nothing heavy is imported at module import: torch is imported inside the functions that need it.
 """
@@ -7,7 +7,6 @@ Nothing heavy is imported at module import: torch is imported inside the functio
 from __future__ import annotations
 
 import importlib
-import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -41,28 +40,6 @@ def number(value: Any, what: str, allow_none: bool = True) -> float | None:
 
 
 # --- models: local folder or hub id -----------------------------------------------------------
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
-
-
-def model_location(model: Any, what: str) -> tuple[str, str]:
-    """``("local", resolved folder)`` or ``("hub", id)``; a path that does not exist is a one-line BonError.
-
-    Anything that exists on disk is a local folder; a string shaped like ``org/name`` (or ``name``) is a
-    hub id; anything else (``./x``, ``/abs/x``, ``~/x``, ``a/b/c``) is a path that was not found.
-    """
-    if not isinstance(model, (str, Path)) or not str(model).strip():
-        raise BonError(f"{what}: option 'model' (a hub id or a local folder) is required")
-    text = str(model).strip()
-    path = Path(text).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise BonError(f"{what}: model path {text} is a file; expected a model folder")
-        return "local", str(path.resolve())
-    if _HUB_ID.match(text) and not text.startswith("."):
-        return "hub", text
-    raise BonError(f"{what}: model path {text} not found")
-
 
 def snapshot_revision(model: str, filename: str, revision: str | None) -> str | None:
     """The commit hash of a hub model when it can be read from the local cache, else the revision asked for."""

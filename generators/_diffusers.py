@@ -27,8 +27,9 @@ from bon.backends.device import HalvingBatches, dtype_name, free_memory, resolve
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError, first_line
 from bon.plugins import Generator
-from generators._common import (library_versions, model_location, number, positive_int, quiet_loading,
-                                revision_of_folder, snapshot_revision)
+from bon.backends.chat_vlm import model_location
+from generators._common import (library_versions, number, positive_int, quiet_loading, revision_of_folder,
+                                snapshot_revision)
 
 # components an edit pipeline may take over from a loaded text-to-image pipeline when their configs
 # agree (FLUX.1 and FLUX.1 Kontext share both text encoders and the VAE; the denoisers differ)

@@ -79,14 +79,12 @@ class LocalChat:
 
     def __init__(self, model: Any = None, where: str = "chat", vision: bool = False, revision: str | None = None,
                  dtype: str = "auto", device: str = "auto", batch_size: int = 8) -> None:
-        from bon.backends.chat_vlm import check_source
+        from bon.backends.chat_vlm import model_location
         from bon.backends.device import HalvingBatches
 
-        if not model:
-            raise BonError(f"{where}: option 'model' (a hub id or a local folder) is required")
+        model_location(model, where)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise BonError(f"{where}: batch_size must be a positive integer, got {batch_size!r}")
-        check_source(str(model), where)
         self.where, self.vision, self.model_arg = where, vision, str(model)
         self.settings = {"revision": revision, "dtype": dtype, "device": device}
         self.batches = HalvingBatches(batch_size, where, str(model))

@@ -45,7 +45,7 @@ from bon.errors import BonError, first_line
 from bon.plugins import Score
 from bon.protocol import PointwiseJudge
 from bon.backends import require
-from bon.backends.chat_vlm import ChatVlm, check_source, hf_errors, load_config, load_model, model_revision
+from bon.backends.chat_vlm import ChatVlm, hf_errors, load_config, load_model, model_location, model_revision
 from bon.backends.device import HalvingBatches, free_memory, resolve_device, resolve_dtype
 from bon.backends.images import fit_pixels
 
@@ -130,8 +130,8 @@ class ClipScoreJudge(_ImageScorer):
         self.device = resolve_device(str(device), self.name)
         self.dtype = resolve_dtype(str(dtype), self.device, self.name)
 
-        check_source(self.model_id, self.name)
-        check_source(self.processor_id, self.name)
+        model_location(self.model_id, self.name)
+        model_location(self.processor_id, self.name)
         kw = {"revision": revision} if revision else {}
         self.config = load_config(self.model_id, kw, self.name)
         if not _is_dual_encoder(self.config):

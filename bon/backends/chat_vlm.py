@@ -14,6 +14,7 @@ before any work); the weights load on first use (or :meth:`load`) and :meth:`clo
 from __future__ import annotations
 
 import hashlib
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -41,7 +42,7 @@ class ChatVlm:
         self.dtype = resolve_dtype(str(dtype), self.device, who)
         self.device_map, self.attn_implementation = device_map, attn_implementation
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        check_source(self.model_id, who)
+        model_location(self.model_id, who)
         kw = {"revision": revision} if revision else {}
         self.config = load_config(self.model_id, kw, who)
         self.processor = self._processor(kw)
@@ -218,11 +219,26 @@ def hf_errors(who: str, what: str) -> Iterator[None]:
         raise library_error(exc, who, what) from None
 
 
-def check_source(model: str, who: str) -> None:
-    path = Path(model).expanduser()
-    looks_local = model.startswith((".", "/", "~")) or path.exists() or model.count("/") > 1
-    if looks_local and not path.is_dir():
-        raise BonError(f"{who}: model folder {model} not found")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def model_location(model: Any, what: str) -> tuple[str, str]:
+    """``("local", resolved folder)`` or ``("hub", id)``; a path that does not exist is a one-line BonError.
+
+    Anything that exists on disk is a local folder; a string shaped like ``org/name`` (or ``name``) is a
+    hub id; anything else (``./x``, ``/abs/x``, ``~/x``, ``a/b/c``) is a path that was not found.
+    """
+    if not isinstance(model, (str, Path)) or not str(model).strip():
+        raise BonError(f"{what}: option 'model' (a hub id or a local folder) is required")
+    text = str(model).strip()
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise BonError(f"{what}: model path {text} is a file; expected a model folder")
+        return "local", str(path.resolve())
+    if _HUB_ID.match(text) and not text.startswith("."):
+        return "hub", text
+    raise BonError(f"{what}: model path {text} not found")
 
 
 def folder_fingerprint(folder: Path) -> str:
