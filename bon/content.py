@@ -158,10 +158,9 @@ class Content:
 
 def save_png(image: Image.Image, path: Path) -> None:
     """Write atomically so an interrupted run never leaves a truncated image behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    image.save(tmp, format="PNG", compress_level=1)
-    tmp.replace(path)
+    from bon.io import atomic_write
+
+    atomic_write(path, lambda tmp: image.save(tmp, format="PNG", compress_level=1))
 
 
 def _inside(path: Path, base: Path) -> bool:
@@ -284,10 +283,14 @@ def read_jsonl(path: Path, torn_tail_ok: bool = True) -> Iterator[tuple[int, dic
         yield n, rec
 
 
+def jsonl_text(records: Iterable[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
 def append_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     drop_torn_tail(path)
-    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    data = jsonl_text(records)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(data)
         fh.flush()

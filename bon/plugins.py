@@ -122,6 +122,9 @@ class Generator(Plugin, ABC):
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         """One candidate per seed, ``index`` = position in ``seeds``; same seed, same candidate."""
 
+    def close(self) -> None:
+        """Release the models this plugin holds (they load again on next use)."""
+
 
 # --- verifiers --------------------------------------------------------------------------------
 
@@ -133,6 +136,7 @@ class Score:
     value: float | None
     details: dict[str, Any] = field(default_factory=dict)
     missing: str | None = None
+    transient: bool = False  # a failure worth retrying on a rerun (timeout, 5xx, out of memory)
 
 
 class Verifier(Plugin, ABC):
@@ -145,6 +149,8 @@ class Verifier(Plugin, ABC):
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         """Never raises for a bad candidate: returns ``Score(None, missing=reason)``."""
 
+    def close(self) -> None:
+        """Release the models this plugin holds (they load again on next use)."""
 
 # --- judges -----------------------------------------------------------------------------------
 
@@ -158,6 +164,9 @@ class PairwiseJudge(Plugin, ABC):
     @abstractmethod
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
+
+    def close(self) -> None:
+        """Release the models this judge holds (they load again on next use)."""
 
 
 class PointwiseJudge(PairwiseJudge):

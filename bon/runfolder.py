@@ -15,6 +15,7 @@ from typing import Any
 
 from bon.content import slug
 from bon.errors import BonError
+from bon.io import atomic_write
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,7 @@ def strict(value: Any) -> Any:
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Atomic write with the user's umask: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    atomic_write(path, data)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -134,4 +132,4 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+    atomic_write(path, text)

@@ -1,5 +1,5 @@
-"""Small helpers every model-backed generator shares: provenance, library versions, torch device and
-dtype choice, telling a local model folder from a hub id, one-line error text.
+"""Small helpers every model-backed generator shares: provenance, library versions, telling a local
+model's hub revision, quiet loading (device, dtype and one-line error text live in ``bon``).
 
 Nothing heavy is imported at module import: torch is imported inside the functions that need it.
 """
@@ -7,42 +7,20 @@ Nothing heavy is imported at module import: torch is imported inside the functio
 from __future__ import annotations
 
 import importlib
-import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Iterable, Iterator
 
 from bon.errors import BonError
 from bon import provenance
 
-T = TypeVar("T")
 
 # Packages whose versions go into every candidate's provenance (those that are installed).
 VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "tokenizers", "openai", "pillow")
 
-DTYPES = {
-    "float32": "float32", "fp32": "float32", "float": "float32",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-}
-
-
 def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
     """Versions of the libraries a generator adapter depends on."""
     return provenance.library_versions(packages)
-
-
-def one_line(exc: BaseException | str, limit: int = 300) -> str:
-    """The first non-empty line of an exception message, shortened: fit for a BonError or a reason."""
-    text = str(exc) if not isinstance(exc, BaseException) else (str(exc) or type(exc).__name__)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    first = lines[0] if lines else text.strip()
-    return first if len(first) <= limit else first[: limit - 3] + "..."
-
-
-def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
-    size = max(1, int(size))
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def positive_int(value: Any, what: str, allow_none: bool = True) -> int | None:
@@ -62,28 +40,6 @@ def number(value: Any, what: str, allow_none: bool = True) -> float | None:
 
 
 # --- models: local folder or hub id -----------------------------------------------------------
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
-
-
-def model_location(model: Any, what: str) -> tuple[str, str]:
-    """``("local", resolved folder)`` or ``("hub", id)``; a path that does not exist is a one-line BonError.
-
-    Anything that exists on disk is a local folder; a string shaped like ``org/name`` (or ``name``) is a
-    hub id; anything else (``./x``, ``/abs/x``, ``~/x``, ``a/b/c``) is a path that was not found.
-    """
-    if not isinstance(model, (str, Path)) or not str(model).strip():
-        raise BonError(f"{what}: option 'model' (a hub id or a local folder) is required")
-    text = str(model).strip()
-    path = Path(text).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise BonError(f"{what}: model path {text} is a file; expected a model folder")
-        return "local", str(path.resolve())
-    if _HUB_ID.match(text) and not text.startswith("."):
-        return "hub", text
-    raise BonError(f"{what}: model path {text} not found")
-
 
 def snapshot_revision(model: str, filename: str, revision: str | None) -> str | None:
     """The commit hash of a hub model when it can be read from the local cache, else the revision asked for."""
@@ -108,41 +64,7 @@ def revision_of_folder(folder: str) -> str | None:
     return None
 
 
-# --- torch ------------------------------------------------------------------------------------
-
-
-def resolve_device(device: str | None) -> str:
-    import torch
-
-    name = (device or "auto").strip()
-    if name == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return "mps"
-        return "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise BonError(f"device {name!r} asked for, but torch sees no CUDA device (use device: cpu or auto)")
-    return name
-
-
-def resolve_dtype(dtype: str | None, device: str) -> Any:
-    """A torch dtype from a name; ``auto`` is bfloat16 on CUDA (float16 without bf16 support), else float32."""
-    import torch
-
-    name = (dtype or "auto").strip().lower()
-    if name == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    if name not in DTYPES:
-        raise BonError(f"dtype {dtype!r} not known (use auto, float32, float16 or bfloat16)")
-    return getattr(torch, DTYPES[name])
-
-
-def dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
+# --- loading ---------------------------------------------------------------------------------
 
 
 @contextmanager

@@ -22,11 +22,18 @@ from typing import Any, Sequence
 
 from PIL import Image
 
+from bon.backends import library_error, require
+from bon.backends.device import HalvingBatches, dtype_name, free_memory, resolve_device, resolve_dtype
 from bon.content import Candidate, Content, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 from bon.plugins import Generator
-from generators._common import (chunks, dtype_name, library_versions, model_location, number, one_line,
-                                positive_int, quiet_loading, resolve_device, resolve_dtype, revision_of_folder, snapshot_revision)
+from bon.backends.chat_vlm import model_location
+from generators._common import (library_versions, number, positive_int, quiet_loading, revision_of_folder,
+                                snapshot_revision)
+
+# components an edit pipeline may take over from a loaded text-to-image pipeline when their configs
+# agree (FLUX.1 and FLUX.1 Kontext share both text encoders and the VAE; the denoisers differ)
+SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
 
 OFFLOAD = {False: None, None: None, "none": None, True: "model", "model": "model", "sequential": "sequential"}
 
@@ -105,6 +112,24 @@ class DiffusersGenerator(Generator):
         self._pipe: Any = None
         self._params: dict[str, inspect.Parameter] = {}
         self._loaded: dict[str, Any] = {}
+        self.batches = HalvingBatches(self.batch_size, self.adapter, self.model_arg)
+        self._share_from: DiffusersGenerator | None = None
+        self.shared: list[str] = []  # components taken over from _share_from at load
+
+    def share_components_with(self, other: Any) -> None:
+        """Build this pipeline from ``other``'s loaded components where their configs agree."""
+        if isinstance(other, DiffusersGenerator) and other is not self:
+            self._share_from = other
+
+    def held_modules(self) -> list[Any]:
+        """The model modules of the loaded pipeline (none before it loads or after :meth:`close`)."""
+        if self._pipe is None:
+            return []
+        return [c for c in self._pipe.components.values() if hasattr(c, "parameters")]
+
+    def close(self) -> None:
+        self._pipe = None
+        free_memory()
 
     # --- identity and provenance ----------------------------------------------------------------
 
@@ -122,10 +147,11 @@ class DiffusersGenerator(Generator):
         return self._pipe
 
     def load(self) -> Any:
-        device = resolve_device(self.device_arg)
-        dtype = resolve_dtype(self.dtype_arg, device)
+        require("diffusers", self.adapter)
+        device = resolve_device(self.device_arg, self.adapter)
+        dtype = resolve_dtype(self.dtype_arg, device, self.adapter)
         cls = pipeline_class(self.pipeline_class, self.adapter)
-        kwargs: dict[str, Any] = {dtype_keyword(): dtype, "trust_remote_code": False}
+        kwargs: dict[str, Any] = {dtype_keyword(): dtype, "trust_remote_code": False, **self.shared_components()}
         if self.revision:
             kwargs["revision"] = self.revision
         if self.variant:
@@ -136,7 +162,7 @@ class DiffusersGenerator(Generator):
         except BonError:
             raise
         except Exception as exc:  # noqa: BLE001 - any loading failure is the user's model path or id
-            raise BonError(f"{self.adapter}: cannot load a diffusers pipeline from {self.model_arg!r} ({one_line(exc)})") from None
+            raise library_error(exc, self.adapter, f"cannot load a diffusers pipeline from {self.model_arg!r}") from None
         pipe = self.adapt(pipe)
         check_diffusers_class(pipe, self.adapter)
         self._params = dict(inspect.signature(pipe.__call__).parameters)
@@ -152,7 +178,7 @@ class DiffusersGenerator(Generator):
                 pipe.to(device)
         except Exception as exc:  # noqa: BLE001 - no accelerator, accelerate missing, out of memory
             how = f"cpu_offload {self.offload}" if self.offload else f"device {device}"
-            raise BonError(f"{self.adapter}: cannot place {self.model_arg!r} with {how} ({one_line(exc)})") from None
+            raise BonError(f"{self.adapter}: cannot place {self.model_arg!r} with {how} ({first_line(exc)})") from None
         pipe.set_progress_bar_config(disable=True)
         revision = (revision_of_folder(self.model) if self.location == "local"
                     else snapshot_revision(self.model, "model_index.json", self.revision))
@@ -164,12 +190,33 @@ class DiffusersGenerator(Generator):
             "cpu_offload": self.offload or False,
             "revision": revision or self.revision,
             "versions": library_versions(),
+            **({"shared_components": self.shared} if self.shared else {}),
         }
         return pipe
 
     def adapt(self, pipe: Any) -> Any:
         """Turn the loaded pipeline into one fit for this adapter's purpose (subclasses)."""
         return pipe
+
+    def shared_components(self) -> dict[str, Any]:
+        """Modules of the pipeline to share (see :meth:`share_components_with`) whose saved config in
+        this model equals the loaded one's, each with its tokenizer, so ``from_pretrained`` does not
+        load them a second time."""
+        self.shared = []
+        if self._share_from is None:
+            return {}
+        source = self._share_from.pipe.components
+        out = {}
+        for name in SHAREABLE:
+            module = source.get(name)
+            saved = component_config(self.model, name, self.revision) if module is not None else None
+            if saved is not None and same_config(saved, getattr(module, "config", None)):
+                out[name] = module
+                tokenizer = name.replace("text_encoder", "tokenizer")
+                if tokenizer != name and source.get(tokenizer) is not None:
+                    out[tokenizer] = source[tokenizer]
+        self.shared = sorted(out)
+        return out
 
     def check_options(self, pipe: Any) -> None:
         """An option the user set that the pipeline's __call__ does not take is an error, not silence."""
@@ -205,14 +252,12 @@ class DiffusersGenerator(Generator):
         return {"prompt": prompt_text(prompt, self.adapter)}
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
-        import torch
-
         inputs = self.inputs(prompt)  # validate the prompt before loading anything
         pipe = self.pipe
+        torch = require("torch", self.adapter)
         settings = self.settings()
-        batch = self.batch_size or max(1, len(seeds))
-        images: list[Image.Image] = []
-        for part in chunks(list(seeds), batch):
+
+        def draw(part: Sequence[int]) -> list[Image.Image]:
             gens = [torch.Generator(device=self.generator_device).manual_seed(int(s)) for s in part]
             kwargs = self.call_kwargs(inputs, len(part), gens)
             with torch.inference_mode():
@@ -220,7 +265,10 @@ class DiffusersGenerator(Generator):
             got = list(getattr(out, "images", out[0] if isinstance(out, tuple) else out))
             if len(got) != len(part):
                 raise BonError(f"{self.adapter}: pipeline returned {len(got)} images for {len(part)} seeds (prompt {prompt.id})")
-            images += [im if isinstance(im, Image.Image) else Image.fromarray(im) for im in got]
+            return [im if isinstance(im, Image.Image) else Image.fromarray(im) for im in got]
+
+        images = self.batches.run(list(seeds), draw)  # halved on out-of-memory, and kept halved
+        batch = min(self.batches.size or len(seeds), len(seeds))
         cands = []
         for k, (seed, image) in enumerate(zip(seeds, images)):
             prov = {"adapter": self.adapter, "model": self.model_arg, **self._loaded,
@@ -269,6 +317,31 @@ class DiffusersGenerator(Generator):
 # --- loading helpers ----------------------------------------------------------------------------
 
 
+def component_config(model: str, name: str, revision: str | None) -> dict[str, Any] | None:
+    """The saved ``<name>/config.json`` of a pipeline component, from a local folder or the hub cache;
+    None when it is not on disk."""
+    path = Path(model) / name / "config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(model, f"{name}/config.json", revision=revision)
+        except Exception:  # noqa: BLE001 - not a hub id, or no cache: nothing to share
+            return None
+        path = Path(hit) if isinstance(hit, str) else path
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def same_config(saved: dict[str, Any], live: Any) -> bool:
+    """A saved config describes the loaded module (library bookkeeping keys aside)."""
+    live = json.loads(json.dumps(live.to_dict() if hasattr(live, "to_dict") else dict(live or {}), default=str))
+    skip = ("architectures", "transformers_version", "torch_dtype", "dtype")
+    return bool(live) and all(live.get(k) == v for k, v in saved.items() if not k.startswith("_") and k not in skip)
+
+
 def prompt_text(prompt: Prompt, adapter: str) -> str:
     text = prompt.content.text.strip()
     if not text:
@@ -292,7 +365,7 @@ def check_local_pipeline(folder: Path, adapter: str) -> None:
     try:
         cfg = json.loads(index.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise BonError(f"{adapter}: {index}: unreadable ({one_line(exc)})") from None
+        raise BonError(f"{adapter}: {index}: unreadable ({first_line(exc)})") from None
     cls = cfg.get("_class_name") if isinstance(cfg, dict) else None
     if not isinstance(cls, str):
         raise BonError(f"{adapter}: {index} names a custom pipeline ({cls!r}); only diffusers' own pipelines are loaded")
@@ -326,4 +399,4 @@ def make_scheduler(name: str, current: Any, adapter: str) -> Any:
     try:
         return cls.from_config(current.config)
     except Exception as exc:  # noqa: BLE001
-        raise BonError(f"{adapter}: scheduler {name} does not fit this pipeline ({one_line(exc)})") from None
+        raise BonError(f"{adapter}: scheduler {name} does not fit this pipeline ({first_line(exc)})") from None

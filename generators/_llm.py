@@ -1,31 +1,27 @@
-"""Chat back-ends for the generators that write text (the interleaved planner, vlm-answers).
+"""Chat back-ends for the generators that write text (the interleaved planner, vlm-answers): thin
+adapters over the shared back-ends, so both generators sample N answers in one call.
 
-A back-end answers ``chat(messages, seed=..., temperature=..., top_p=..., max_new_tokens=...)`` with
-one string. ``messages`` are ``{"role": ..., "content": [{"type": "text", "text": ...} |
-{"type": "image", "image": PIL.Image}]}``. Three back-ends, chosen by ``backend`` in a spec mapping:
+``chat_many(messages, seeds, temperature=..., top_p=..., max_new_tokens=...)`` answers one
+conversation once per seed, each answer a string or an :class:`~bon.backends.openai_api.ApiFailure`.
+``messages`` are ``{"role": ..., "content": [{"type": "text", "text": ...} | {"type": "image", "image":
+PIL.Image}]}``. Three back-ends, chosen by ``backend`` in a spec mapping:
 
-- ``transformers`` (text): ``AutoTokenizer`` + ``AutoModelForCausalLM``, the tokenizer's chat template
-  (a plain ``role: text`` layout when it has none); images are replaced by ``[image i]`` placeholders.
-- ``transformers-vlm``: ``AutoProcessor`` + ``AutoModelForImageTextToText`` (LLaVA, Qwen-VL, Gemma 3,
-  ...), the processor's chat template with image placeholders, then the processor on text + images.
-- ``openai``: an OpenAI-compatible ``/chat/completions`` endpoint (images as PNG data URLs), through
-  :mod:`bon.http` (retries, Retry-After, key read from the environment variable named by
-  ``api_key_env``). A failed call raises :class:`bon.http.HttpFailure`.
-
-Local sampling is seeded per call (``torch.manual_seed(seed)`` right before ``generate``), so a seed
-gives the same text on the same machine and library versions. Models load on the first call, never
-with ``trust_remote_code``.
+- ``transformers`` (text) and ``transformers-vlm``: a local model through
+  :class:`bon.backends.chat_vlm.ChatVlm` (a text LM sees ``[image i]`` placeholders). The N answers go
+  through the model ``batch_size`` at a time (halved on out-of-memory); each batch is seeded from its
+  seeds right before sampling, so the same seeds and batch size give the same texts.
+- ``openai``: an OpenAI-compatible ``/chat/completions`` endpoint through
+  :class:`bon.backends.openai_api.OpenAIEndpoint` (images as PNG data URLs; GPT-5 / o-series get
+  ``max_completion_tokens`` and no sampling parameters), ``max_concurrency`` requests at once.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import hashlib
+from typing import Any, Protocol, Sequence
 
-from bon import http
 from bon.content import Content, ImageItem, TextItem
-from bon.errors import BonError
-from generators._common import (dtype_name, library_versions, model_location, one_line, quiet_loading, resolve_device,
-                                resolve_dtype, revision_of_folder, snapshot_revision)
+from bon.errors import BonError, first_line
 
 BACKENDS = ("transformers", "transformers-vlm", "openai")
 
@@ -33,13 +29,15 @@ BACKENDS = ("transformers", "transformers-vlm", "openai")
 class Chat(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
-    def chat(self, messages: list[dict[str, Any]], *, seed: int, temperature: float, top_p: float | None,
-             max_new_tokens: int) -> str: ...
+    def chat_many(self, messages: list[dict[str, Any]], seeds: Sequence[int], *, temperature: float,
+                  top_p: float | None, max_new_tokens: int) -> list[Any]: ...
+
+    def close(self) -> None: ...
 
 
 def make_chat(spec: Any, where: str, default_backend: str = "transformers") -> Chat:
     """A back-end from a spec mapping (``backend``, ``model``, ...), or an object that already chats."""
-    if hasattr(spec, "chat") and callable(spec.chat):
+    if hasattr(spec, "chat_many") and callable(spec.chat_many):
         return spec
     if isinstance(spec, str):
         spec = {"model": spec}
@@ -54,7 +52,7 @@ def make_chat(spec: Any, where: str, default_backend: str = "transformers") -> C
             return ApiChat(where=where, **spec)
         return LocalChat(where=where, vision=backend == "transformers-vlm", **spec)
     except TypeError as exc:
-        raise BonError(f"{where}: bad {backend} options ({one_line(exc)})") from None
+        raise BonError(f"{where}: bad {backend} options ({first_line(exc)})") from None
 
 
 def content_parts(content: Content) -> list[dict[str, Any]]:
@@ -69,105 +67,74 @@ def content_parts(content: Content) -> list[dict[str, Any]]:
     return parts
 
 
-def text_of(messages: list[dict[str, Any]], placeholder: bool = True) -> list[dict[str, str]]:
-    """Messages with string content: images become ``[image i]`` placeholders."""
-    out, n = [], 0
-    for m in messages:
-        parts = []
-        for c in m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]:
-            if c["type"] == "image":
-                n += 1
-                if placeholder:
-                    parts.append(f"[image {n}]")
-            else:
-                parts.append(c["text"])
-        out.append({"role": m["role"], "content": "\n".join(parts)})
-    return out
+def _items(content: Any) -> list[tuple[str, Any]]:
+    if isinstance(content, str):
+        return [("text", content)]
+    return [("image", c["image"]) if c["type"] == "image" else ("text", c["text"]) for c in content]
 
 
 class LocalChat:
-    """A local transformers chat model (text-only causal LM, or image-text-to-text when ``vision``)."""
+    """A local transformers chat model (text-only causal LM, or image-text-to-text when ``vision``);
+    nothing is read from the model folder or the Hub before the first answer."""
 
     def __init__(self, model: Any = None, where: str = "chat", vision: bool = False, revision: str | None = None,
-                 dtype: str = "auto", device: str = "auto") -> None:
-        self.where, self.vision = where, vision
-        self.location, self.model = model_location(model, where)
-        self.model_arg, self.revision, self.dtype_arg, self.device_arg = str(model), revision, dtype, device
-        self._model: Any = None
-        self._proc: Any = None
-        self._info: dict[str, Any] = {}
+                 dtype: str = "auto", device: str = "auto", batch_size: int = 8) -> None:
+        from bon.backends.chat_vlm import model_location
+        from bon.backends.device import HalvingBatches
+
+        model_location(model, where)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise BonError(f"{where}: batch_size must be a positive integer, got {batch_size!r}")
+        self.where, self.vision, self.model_arg = where, vision, str(model)
+        self.settings = {"revision": revision, "dtype": dtype, "device": device}
+        self.batches = HalvingBatches(batch_size, where, str(model))
+        self._backend: Any = None
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            from bon.backends.chat_vlm import ChatVlm
+
+            self._backend = ChatVlm(self.model_arg, self.where, vision=self.vision, **self.settings)
+        return self._backend
 
     def describe(self) -> dict[str, Any]:
         base = {"backend": "transformers-vlm" if self.vision else "transformers", "model": self.model_arg}
-        return {**base, **self._info} if self._info else {**base, "revision": self.revision}
+        if self._backend is None:
+            return {**base, "revision": self.settings["revision"]}
+        return {**base, **self._backend.identity(), "model": self.model_arg, **self._backend.loaded_info}
 
-    def load(self) -> None:
-        if self._model is not None:
-            return
-        import transformers
+    def held_modules(self) -> list[Any]:
+        return self._backend.held_modules() if self._backend is not None else []
 
-        device = resolve_device(self.device_arg)
-        dtype = resolve_dtype(self.dtype_arg, device)
-        kw: dict[str, Any] = {"trust_remote_code": False}
-        if self.revision:
-            kw["revision"] = self.revision
-        try:
-            with quiet_loading():
-                if self.vision:
-                    proc = transformers.AutoProcessor.from_pretrained(self.model, **kw)
-                    model = transformers.AutoModelForImageTextToText.from_pretrained(self.model, dtype=dtype, **kw)
-                else:
-                    proc = transformers.AutoTokenizer.from_pretrained(self.model, **kw)
-                    model = transformers.AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype, **kw)
-        except Exception as exc:  # noqa: BLE001 - the user's model id or folder
-            raise BonError(f"{self.where}: cannot load {self.model_arg!r} with transformers ({one_line(exc)})") from None
-        model.to(device).eval()
-        self._model, self._proc = model, proc
-        rev = revision_of_folder(self.model) if self.location == "local" else snapshot_revision(self.model, "config.json", self.revision)
-        self._info = {"revision": rev, "dtype": dtype_name(dtype), "device": device, "class": type(model).__name__,
-                      "versions": library_versions(("bon", "torch", "transformers", "tokenizers"))}
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
 
-    @property
-    def tokenizer(self) -> Any:
-        return getattr(self._proc, "tokenizer", self._proc)
-
-    def chat(self, messages: list[dict[str, Any]], *, seed: int, temperature: float, top_p: float | None,
-             max_new_tokens: int) -> str:
-        import torch
-
-        self.load()
-        tok = self.tokenizer
-        if self.vision:
-            images = [c["image"] for m in messages for c in (m["content"] if isinstance(m["content"], list) else [])
-                      if c["type"] == "image"]
-            chat = [{"role": m["role"], "content": [{"type": "image"} if c["type"] == "image" else c for c in m["content"]]}
-                    for m in messages]
-            text = self._proc.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-            inputs = self._proc(text=text, images=images or None, return_tensors="pt")
-        else:
-            plain = text_of(messages)
-            if getattr(tok, "chat_template", None):
-                text = tok.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
-            else:
-                text = "".join(f"{m['role']}: {m['content']}\n" for m in plain) + "assistant: "
-            inputs = tok(text, return_tensors="pt", add_special_tokens=False)
-        inputs = {k: (v.to(self._model.device) if hasattr(v, "to") else v) for k, v in dict(inputs).items()}
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(self._model.dtype)
+    def chat_many(self, messages: list[dict[str, Any]], seeds: Sequence[int], *, temperature: float,
+                  top_p: float | None, max_new_tokens: int) -> list[Any]:
+        system = "\n".join(t for m in messages if m["role"] == "system" for k, t in _items(m["content"]) if k == "text")
+        parts = [p for m in messages if m["role"] != "system" for p in _items(m["content"])]
+        rendered = self.backend.render(parts, system=system or None)
         sample = temperature is not None and temperature > 0
-        gen: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "do_sample": sample}
+        settings: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "do_sample": sample}
         if sample:
-            gen["temperature"] = float(temperature)
+            settings["temperature"] = float(temperature)
             if top_p is not None:
-                gen["top_p"] = float(top_p)
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        if pad is not None:
-            gen["pad_token_id"] = pad
-        torch.manual_seed(int(seed))
-        with torch.inference_mode():
-            out = self._model.generate(**inputs, **gen)
-        new = out[0, inputs["input_ids"].shape[1]:]
-        return tok.decode(new, skip_special_tokens=True)
+                settings["top_p"] = float(top_p)
+
+        def batch(chunk: Sequence[int]) -> list[str]:
+            inputs = self.backend.encode([rendered] * len(chunk))
+            return self.backend.generate(inputs, seed=batch_seed(chunk), **settings)
+
+        return self.batches.run([int(s) for s in seeds], batch)
+
+
+def batch_seed(seeds: Sequence[int]) -> int:
+    """One torch seed for a batch of candidates: the seed itself for one, a hash of all of them otherwise."""
+    if len(seeds) == 1:
+        return int(seeds[0])
+    return int(hashlib.sha256(",".join(map(str, seeds)).encode()).hexdigest()[:8], 16)
 
 
 class ApiChat:
@@ -175,48 +142,36 @@ class ApiChat:
 
     def __init__(self, model: Any = None, where: str = "chat", base_url: str = "https://api.openai.com/v1",
                  api_key_env: str | None = "OPENAI_API_KEY", send_seed: bool = True, extra: dict[str, Any] | None = None,
-                 retries: int = 4, timeout: float = 120.0, backoff: float = 1.0, max_backoff: float = 60.0,
-                 max_retry_after: float = 300.0) -> None:
-        if not model:
-            raise BonError(f"{where}: option 'model' is required for the openai back-end")
-        if api_key_env is not None and (not isinstance(api_key_env, str) or api_key_env.startswith(("sk-", "Bearer"))):
-            raise BonError(f"{where}: api_key_env is the NAME of an environment variable holding the key, not the key")
-        self.where, self.model, self.base_url, self.api_key_env = where, str(model), str(base_url).rstrip("/"), api_key_env
+                 retries: int = 4, timeout: float = 120.0, max_concurrency: int = 4, reasoning_model: bool | None = None,
+                 max_tokens_param: str = "max_completion_tokens") -> None:
+        from bon.backends.openai_api import OpenAIEndpoint
+
+        self.endpoint = OpenAIEndpoint(model, where, base_url, api_key_env, timeout=timeout, max_retries=retries,
+                                       concurrency=max_concurrency, reasoning_model=reasoning_model,
+                                       max_tokens_param=max_tokens_param)
         self.send_seed, self.extra = bool(send_seed), dict(extra or {})
-        self.policy = http.RetryPolicy.from_options(where, retries, timeout, backoff, max_backoff, max_retry_after)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "openai", "model": self.model, "base_url": self.base_url, "extra": self.extra}
+        return {"backend": "openai", "model": self.endpoint.model, "base_url": self.endpoint.shown_url, "extra": self.extra}
 
-    def chat(self, messages: list[dict[str, Any]], *, seed: int, temperature: float, top_p: float | None,
-             max_new_tokens: int) -> str:
-        payload: dict[str, Any] = {"model": self.model, "messages": [api_message(m) for m in messages],
-                                   "temperature": temperature, "max_tokens": int(max_new_tokens), **self.extra}
-        if top_p is not None:
-            payload["top_p"] = top_p
-        if self.send_seed:
-            payload["seed"] = int(seed)
-        data = http.post_json(http.join_url(self.base_url, "chat/completions"), payload,
-                              http.bearer(self.api_key_env), self.policy)
-        try:
-            content = data["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise http.HttpFailure("malformed response: no choices[0].message.content") from None
-        if isinstance(content, list):  # some servers answer with content parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if not isinstance(content, str):
-            raise http.HttpFailure("malformed response: message content is not text")
-        return content
+    def close(self) -> None:
+        self.endpoint.close()
 
+    def chat_many(self, messages: list[dict[str, Any]], seeds: Sequence[int], *, temperature: float,
+                  top_p: float | None, max_new_tokens: int) -> list[Any]:
+        from bon.backends.images import api_parts, image_data_url
+        from bon.backends.openai_api import ApiFailure, chat_text
 
-def api_message(message: dict[str, Any]) -> dict[str, Any]:
-    content = message["content"]
-    if isinstance(content, str):
-        return {"role": message["role"], "content": content}
-    parts = []
-    for c in content:
-        if c["type"] == "image":
-            parts.append({"type": "image_url", "image_url": {"url": http.image_data_url(c["image"])}})
-        else:
-            parts.append({"type": "text", "text": c["text"]})
-    return {"role": message["role"], "content": parts}
+        api = [{"role": m["role"], "content": api_parts(_items(m["content"]), image_data_url)} for m in messages]
+
+        def body(seed: int) -> dict[str, Any]:
+            return {**self.endpoint.chat_body(api, max_new_tokens, temperature=temperature, top_p=top_p,
+                                              seed=int(seed) if self.send_seed else None), **self.extra}
+
+        out: list[Any] = []
+        for reply in self.endpoint.post_all("/chat/completions", [lambda s=s: body(s) for s in seeds]):
+            try:
+                out.append(reply if isinstance(reply, ApiFailure) else chat_text(reply))
+            except ApiFailure as exc:
+                out.append(exc)
+        return out

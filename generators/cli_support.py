@@ -13,21 +13,20 @@ concurrency and retry settings). The prompts are copied beside the candidates
 from __future__ import annotations
 
 import inspect
-import os
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from bon import registry
-from bon.content import Content, ImageItem, Prompt, append_jsonl, load_prompts, read_jsonl
+from bon.content import Content, ImageItem, Prompt, jsonl_text, load_prompts, read_jsonl
+from bon.io import atomic_write
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_json
 from bon.stages.generate import generate, load_done
 
 # options that change how fast or where candidates are made, not what they are
-RUNTIME_OPTIONS = frozenset({"batch_size", "device", "cpu_offload", "max_concurrency", "retries", "timeout",
-                             "backoff", "max_backoff", "max_retry_after", "label"})
+RUNTIME_OPTIONS = frozenset({"batch_size", "device", "cpu_offload", "max_concurrency", "retries", "timeout", "label"})
 
 
 def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, n: int, out: Path,
@@ -172,8 +171,5 @@ def copy_prompts(prompts: list[Prompt], folder: Path) -> Path:
         items = [ImageItem.from_pil(it.load()) if isinstance(it, ImageItem) else it for it in p.content]
         copy = Prompt(p.id, p.task, Content(items), dict(p.metadata))
         records.append(copy.to_json(folder, folder / "inputs"))
-    tmp = target.with_name("prompts.jsonl.tmp")
-    tmp.unlink(missing_ok=True)
-    append_jsonl(tmp, records)
-    os.replace(tmp, target)
+    atomic_write(target, jsonl_text(records))
     return target

@@ -24,8 +24,7 @@ import inspect
 from typing import Any
 
 from bon.content import Prompt
-from bon.errors import BonError
-from generators._common import one_line
+from bon.errors import BonError, first_line
 from generators._diffusers import DiffusersGenerator, prompt_text
 
 
@@ -44,7 +43,7 @@ class DiffusersEdit(DiffusersGenerator):
                 pipe = AutoPipelineForImage2Image.from_pipe(pipe)
             except Exception as exc:  # noqa: BLE001
                 raise BonError(f"{self.adapter}: {type(pipe).__name__} takes no input image and has no "
-                               f"image-to-image counterpart ({one_line(exc)})") from None
+                               f"image-to-image counterpart ({first_line(exc)})") from None
             params = inspect.signature(pipe.__call__).parameters
         mask = params.get("mask_image")
         if mask is not None and mask.default is inspect.Parameter.empty:
@@ -70,10 +69,7 @@ class DiffusersEdit(DiffusersGenerator):
 
     def call_kwargs(self, inputs: dict[str, Any], count: int, generators: list[Any]) -> dict[str, Any]:
         inputs = {k: v for k, v in inputs.items() if not k.startswith("_")}
-        if "stable_diffusion" in type(self.pipe).__module__:
-            # SD-family editors want one image per prompt (a single one is deprecated there); the newer
-            # editors (Kontext, Qwen-Image-Edit) take one image and repeat it for the batch themselves.
-            inputs["image"] = [inputs["image"]] * count
+        inputs["image"] = batch_images(self.pipe, inputs["image"], count)
         kwargs = super().call_kwargs(inputs, count, generators)
         if self.call_arg("width") is None:
             kwargs.pop("width", None)
@@ -84,6 +80,29 @@ class DiffusersEdit(DiffusersGenerator):
         mode = ("instruct-pix2pix" if self.takes("image_guidance_scale")
                 else "image-to-image" if self.takes("strength") else "image-and-prompt")
         return {"edit_mode": mode, "input_image": inputs["_input"]}
+
+
+def batch_images(pipe: Any, image: Any, count: int) -> Any:
+    """The ``image`` argument for ``count`` prompts of one input image.
+
+    SD-family editors want one image per prompt (a single one is deprecated there). Qwen-Image-Edit
+    encodes prompt i with image i in its vision-language text encoder, so it needs one image per prompt
+    too, each already at the size the pipeline gives a single image (a list is not resized there).
+    FLUX.1 Kontext takes one image and repeats it for the batch itself; Qwen-Image-Edit Plus reads a
+    list as several reference images, so both keep the single image.
+    """
+    module = type(pipe).__module__
+    if "stable_diffusion" in module:
+        return [image] * count
+    if type(pipe).__name__ == "QwenImageEditPipeline":
+        import sys
+
+        dimensions = getattr(sys.modules.get(module), "calculate_dimensions", None)
+        if dimensions is not None:
+            width, height, _ = dimensions(1024 * 1024, image.width / image.height)
+            image = pipe.image_processor.resize(image, height, width)
+        return [image] * count
+    return image
 
 
 def resize(image, width: int | None, height: int | None):

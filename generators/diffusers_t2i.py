@@ -22,8 +22,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from bon.errors import BonError
-from generators._common import one_line
+from bon.errors import BonError, first_line
 from generators._diffusers import DiffusersGenerator
 
 
@@ -41,4 +40,4 @@ class DiffusersT2I(DiffusersGenerator):
             return AutoPipelineForText2Image.from_pipe(pipe)
         except Exception as exc:  # noqa: BLE001
             raise BonError(f"{self.adapter}: {type(pipe).__name__} needs an input image and has no "
-                           f"text-to-image counterpart ({one_line(exc)}); use diffusers-edit") from None
+                           f"text-to-image counterpart ({first_line(exc)}); use diffusers-edit") from None

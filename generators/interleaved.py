@@ -27,6 +27,11 @@ Options:
 - ``temperature`` (0.8), ``top_p``, ``max_new_tokens`` (512), ``system`` (replaces the built-in
   instructions), ``min_images`` (1), ``max_images`` (4), ``style`` (text added to every slot description)
 
+The planner writes all N plans of a prompt in one batched call. When the renderer and the editor are
+both diffusers pipelines, the editor is built from the renderer's loaded components where their
+configs agree (e.g. FLUX's text encoders and VAE for a FLUX.1 Kontext editor), so they are held once;
+:meth:`InterleavedAgent.held_modules` lists what the agent holds.
+
 Seeds: the planner samples with the candidate's seed; image j uses ``derive_seed(seed, "image", j)``.
 Provenance keeps the raw plan, the repairs, and for each slot its description, seed, which generator
 drew it and that generator's provenance.
@@ -37,7 +42,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from bon import http, registry
+from bon import registry
 from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Generator
@@ -134,6 +139,23 @@ class InterleavedAgent(Generator):
             raise BonError(f"{self.adapter}: max_images ({max_images}) is below min_images ({min_images})")
         self.system = system or SYSTEM.format(lo=self.min_images, hi=self.max_images)
         self.style = style
+        share = getattr(self.editor, "share_components_with", None)
+        if callable(share):
+            share(self.renderer)
+
+    def held_modules(self) -> list[Any]:
+        """The distinct loaded model modules this agent holds (renderer, editor, planner), each once."""
+        seen: dict[int, Any] = {}
+        for child in (self.renderer, self.editor, self.planner):
+            held = getattr(child, "held_modules", None)
+            for module in (held() if callable(held) else []):
+                seen.setdefault(id(module), module)
+        return list(seen.values())
+
+    def close(self) -> None:
+        for child in (self.editor, self.renderer, self.planner):
+            if child is not None:
+                child.close()
 
     def _child(self, spec: Any, role: str, required: bool) -> Generator | None:
         if spec is None:
@@ -168,19 +190,18 @@ class InterleavedAgent(Generator):
                 {"role": "user", "content": content_parts(prompt.content)}]
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
-        messages = self.messages(prompt)
-        return [self.one(prompt, messages, k, int(seed)) for k, seed in enumerate(seeds)]
+        plans = self.planner.chat_many(self.messages(prompt), [int(s) for s in seeds], temperature=self.temperature,
+                                       top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+        return [self.one(prompt, plan, k, int(seed)) for k, (seed, plan) in enumerate(zip(seeds, plans))]
 
-    def one(self, prompt: Prompt, messages: list[dict[str, Any]], index: int, seed: int) -> Candidate:
+    def one(self, prompt: Prompt, plan: Any, index: int, seed: int) -> Candidate:
+        """Candidate ``index`` from its plan (or the planner's failure): every slot rendered in order."""
         prov: dict[str, Any] = {"adapter": self.adapter, "planner": self.planner.describe(), "settings": self.settings(),
                                 "seed": seed, "versions": library_versions()}
-        try:
-            plan = self.planner.chat(messages, seed=seed, temperature=self.temperature, top_p=self.top_p,
-                                     max_new_tokens=self.max_new_tokens)
-        except http.HttpFailure as exc:
-            prov["missing"] = f"planner: {exc.reason}"
+        if not isinstance(plan, str):  # an ApiFailure
+            prov.update(plan.info())
+            prov["missing"] = f"planner: {plan.reason}"
             return Candidate(prompt.id, index, self.name, seed, Content([]), prov)
-        prov["planner"] = self.planner.describe()  # after the first call, a local model's details are known
         fallback = " ".join(prompt.content.text.split())[:300] or "an illustration"
         pieces, repairs = fit_plan(parse_plan(plan), self.min_images, self.max_images, fallback)
         prov.update({"plan": plan, "repairs": repairs, "slots": []})

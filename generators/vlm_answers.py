@@ -4,9 +4,10 @@ Options:
 
 - ``backend``: transformers (local ``AutoModelForImageTextToText`` + ``AutoProcessor``; default) | openai
   (an OpenAI-compatible chat API: ``base_url``, ``api_key_env`` = name of the key's environment
-  variable, ``send_seed``, ``extra``, ``retries``, ``timeout``, ``backoff``, ``max_backoff``,
-  ``max_retry_after``, ``max_concurrency``)
-- ``model`` (hub id or local folder), ``revision``, ``dtype``, ``device`` (local back-end)
+  variable, ``send_seed``, ``extra``, ``retries``, ``timeout``, ``reasoning_model``, ``max_tokens_param``,
+  ``max_concurrency``)
+- ``model`` (hub id or local folder), ``revision``, ``dtype``, ``device``, ``batch_size`` (local back-end:
+  answers sampled per forward batch, default 8)
 - ``temperature`` (0.7), ``top_p`` (none), ``max_new_tokens`` (512): sampling; temperature 0 is greedy
   (then all N candidates of a local model coincide)
 - ``system``: a system message; ``instruction``: text appended to the prompt (e.g. how to state the
@@ -17,8 +18,9 @@ Options:
 
 Each candidate is the answer text; ``provenance["final_answer"]`` holds the extracted answer (None when
 none was found, with ``final_answer_rule`` saying how it was found). A failed API call leaves the
-candidate empty with ``provenance["missing"]``. Local candidates are sampled one per call, each with its
-own seed, so candidate k does not depend on N.
+candidate empty with ``provenance["missing"]`` (and ``transient`` when a rerun should try again). Local
+candidates are sampled ``batch_size`` at a time, each batch seeded from its seeds: the same seeds and
+batch size give the same answers (with ``batch_size: 1``, candidate k does not depend on N).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from bon import http
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Generator
@@ -48,12 +49,14 @@ class VlmAnswers(Generator):
             raise BonError(f"{self.adapter}: backend must be transformers or openai, got {backend!r}")
         self.name = name or self.adapter
         self.backend_name = backend
+        self.max_concurrency = positive_int(max_concurrency, f"{self.adapter}: max_concurrency", allow_none=False)
         spec = {"backend": "transformers-vlm" if backend == "transformers" else "openai", "model": model, **backend_options}
+        if backend == "openai":
+            spec["max_concurrency"] = self.max_concurrency
         self.chat = make_chat(spec, self.adapter)
         self.temperature = number(temperature, f"{self.adapter}: temperature", allow_none=False)
         self.top_p = number(top_p, f"{self.adapter}: top_p")
         self.max_new_tokens = positive_int(max_new_tokens, f"{self.adapter}: max_new_tokens", allow_none=False)
-        self.max_concurrency = positive_int(max_concurrency, f"{self.adapter}: max_concurrency", allow_none=False)
         self.system, self.instruction = system, instruction
         try:
             self.pattern = re.compile(answer_pattern) if answer_pattern else None
@@ -77,24 +80,18 @@ class VlmAnswers(Generator):
         msgs = [{"role": "system", "content": [{"type": "text", "text": self.system}]}] if self.system else []
         return msgs + [{"role": "user", "content": parts}]
 
+    def close(self) -> None:
+        self.chat.close()
+
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
-        messages = self.messages(prompt)
-
-        def one(seed: int) -> tuple[str | None, str | None]:
-            try:
-                return self.chat.chat(messages, seed=seed, temperature=self.temperature, top_p=self.top_p,
-                                      max_new_tokens=self.max_new_tokens), None
-            except http.HttpFailure as exc:
-                return None, exc.reason
-
-        workers = self.max_concurrency if self.backend_name == "openai" else 1
-        answers = http.bounded_map(one, [int(s) for s in seeds], workers)
+        answers = self.chat.chat_many(self.messages(prompt), [int(s) for s in seeds], temperature=self.temperature,
+                                      top_p=self.top_p, max_new_tokens=self.max_new_tokens)
         described = self.chat.describe()
         out = []
-        for k, (seed, (text, failure)) in enumerate(zip(seeds, answers)):
+        for k, (seed, text) in enumerate(zip(seeds, answers)):
             prov: dict[str, Any] = {"adapter": self.adapter, **described, "settings": self.settings(), "seed": int(seed)}
-            if failure is not None:
-                prov["missing"] = failure
+            if not isinstance(text, str):  # an ApiFailure
+                prov.update(text.info())
                 out.append(Candidate(prompt.id, k, self.name, int(seed), Content([]), prov))
                 continue
             answer, rule = extract_answer(text or "", self.pattern)

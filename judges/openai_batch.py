@@ -23,10 +23,9 @@ DONE = ("completed", "failed", "expired", "cancelled")
 
 def judge_in_batch(judge: Any, comparisons: Sequence[Comparison]) -> list[Verdict]:
     """Verdicts for ``comparisons`` from one Batch API job (``judge`` is an OpenAICompatibleJudge)."""
-    from openai import OpenAI
-
-    key = judge._key()
-    client = OpenAI(api_key=key, base_url=judge.base_url, timeout=judge.timeout, max_retries=judge.policy.max_retries)
+    endpoint = judge.endpoint  # the judge's own client: its key, base URL, timeout and the SDK's retries
+    key = endpoint.key()
+    client = endpoint.client()
     try:
         lines = [{"custom_id": f"c{i}", "method": "POST", "url": ENDPOINT, "body": judge.request(c)}
                  for i, c in enumerate(comparisons)]
@@ -42,13 +41,9 @@ def judge_in_batch(judge: Any, comparisons: Sequence[Comparison]) -> list[Verdic
         seconds = time.perf_counter() - started
         answers = _read_lines(client, batch.output_file_id)
         errors = _read_lines(client, batch.error_file_id)
-    except Exception as exc:  # an unreachable endpoint or a rejected upload: nothing was judged, retry later
-        from judges.openai_compatible import classify
-
-        reason = classify(exc, key).reason
+    except Exception as exc:  # noqa: BLE001 - an unreachable endpoint or a rejected upload: nothing was judged, retry later
+        reason = endpoint.classify(exc, key).reason
         return [Verdict.failed(f"batch submission failed: {reason}", transient=True) for _ in comparisons]
-    finally:
-        client.close()
     return [_verdict(judge, answers.get(f"c{i}"), errors.get(f"c{i}"), batch, seconds, key)
             for i in range(len(comparisons))]
 
@@ -62,9 +57,7 @@ def _read_lines(client: Any, file_id: str | None) -> dict[str, dict]:
 
 
 def _verdict(judge: Any, answer: dict | None, error: dict | None, batch: Any, seconds: float, key: str) -> Verdict:
-    from bon.http import redact
-    from judges.openai_compatible import _answer_text
-    from judges.prompts import parse_answer
+    from bon.backends.openai_api import Reply, redact
 
     response = (answer or {}).get("response") or {}
     if answer is None or response.get("status_code") != 200 or not isinstance(response.get("body"), dict):
@@ -72,16 +65,12 @@ def _verdict(judge: Any, answer: dict | None, error: dict | None, batch: Any, se
         detail = failure.get("message") if isinstance(failure, dict) else str(failure)
         reason = f"batch {batch.id} {batch.status}: line failed ({detail or 'no output line'})"
         return Verdict.failed(redact(reason, key)[:300], transient=True)
-    body = response["body"]
-    meta = judge._meta(body, 1, 0.0, seconds)
-    meta["batch"] = batch.id
-    if "cost_usd" in meta:  # the synchronous price, discounted to the batch price
-        discount = meta["cost_usd"] * (1 - judge.batch_price_factor)
-        meta["cost_usd"] = round(meta["cost_usd"] - discount, 8)
+    reply = Reply(response["body"], 1, round(seconds, 3))
+    judge.endpoint.record(1, reply)  # tokens and the synchronous price ...
+    if reply.cost_usd is not None:  # ... discounted to the batch price
+        discount = reply.cost_usd * (1 - judge.batch_price_factor)
+        reply.cost_usd -= discount
         judge.totals["cost_usd"] -= discount
-    text = _answer_text(body)
-    verdict = parse_answer(text or "")
-    if judge.keep_answer:
-        meta["answer"] = redact(text or "", key)
-    verdict.meta = {**meta, **verdict.meta}
+    verdict = judge._verdict(reply)
+    verdict.meta["batch"] = batch.id
     return verdict

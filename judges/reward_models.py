@@ -42,10 +42,13 @@ from typing import Any, Callable, Sequence
 from PIL import Image
 
 from bon.content import Content, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 from bon.plugins import Score
 from bon.protocol import PointwiseJudge
-from judges.transformers_vlm import VlmBackend, _first_line, _import_hf, check_source, fit_pixels, load_config, load_model, model_revision, resolve_device, resolve_dtype
+from bon.backends import require
+from bon.backends.chat_vlm import ChatVlm, hf_errors, load_config, load_model, model_location, model_revision
+from bon.backends.device import HalvingBatches, free_memory, resolve_device, resolve_dtype
+from bon.backends.images import fit_pixels
 
 ENTRY_POINT_GROUP = "bon.judges"  # shared with judge classes: see bon.registry
 
@@ -92,7 +95,7 @@ class _ImageScorer(PointwiseJudge):
             except BonError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failed batch is missing scores, not a crash
-                reason = f"{self.name}: {type(exc).__name__}: {_first_line(exc)}"
+                reason = f"{self.name}: {type(exc).__name__}: {first_line(exc)}"
                 return [s if s is not None else Score(None, missing=reason) for s in out]
             per: dict[int, list[float]] = {}
             for r, v in zip(owner, values):
@@ -121,24 +124,21 @@ class ClipScoreJudge(_ImageScorer):
         self.weight = float(weight)
         if margin_scale is not None:
             self.margin_scale = float(margin_scale)
-        self.torch, self.transformers = _import_hf(self.name)
+        self.torch, self.transformers = require("torch", self.name), require("transformers", self.name)
         self.model_id = str(model)
         self.processor_id = str(processor or model)
         self.revision = revision
-        self.device = resolve_device(str(device), self.torch)
-        self.dtype = resolve_dtype(str(dtype), self.device, self.torch)
-        from transformers import AutoProcessor
+        self.device = resolve_device(str(device), self.name)
+        self.dtype = resolve_dtype(str(dtype), self.device, self.name)
 
-        check_source(self.model_id, self.name)
-        check_source(self.processor_id, self.name)
+        model_location(self.model_id, self.name)
+        model_location(self.processor_id, self.name)
         kw = {"revision": revision} if revision else {}
         self.config = load_config(self.model_id, kw, self.name)
         if not _is_dual_encoder(self.config):
             raise BonError(f"{self.name}: {self.model_id} is a {self.config.model_type} model, not a CLIP-style dual encoder")
-        try:
-            self.processor = AutoProcessor.from_pretrained(self.processor_id, **(kw if processor is None else {}))
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise BonError(f"{self.name}: {self.processor_id} has no usable processor: {_first_line(exc)}") from None
+        with hf_errors(self.name, f"{self.processor_id} has no usable processor"):
+            self.processor = self.transformers.AutoProcessor.from_pretrained(self.processor_id, **(kw if processor is None else {}))
         if not hasattr(self.processor, "image_processor") or not hasattr(self.processor, "tokenizer"):
             raise BonError(f"{self.name}: {self.processor_id} has no image processor and tokenizer")
         self.revision_pin = model_revision(self.model_id, self.config, revision)
@@ -158,12 +158,15 @@ class ClipScoreJudge(_ImageScorer):
     def extra_identity(self) -> dict[str, Any]:
         return {"weight": self.weight}
 
+    def close(self) -> None:
+        self._model = None
+        self._text_cache.clear()
+        free_memory()
+
     @property
     def model(self) -> Any:
         if self._model is None:
-            from transformers import AutoModel
-
-            model = load_model(AutoModel, self.model_id, self.name, self.transformers, self.dtype, self.revision)
+            model = load_model(self.transformers.AutoModel, self.model_id, self.name, self.dtype, self.revision)
             if not hasattr(model, "get_image_features") or not hasattr(model, "get_text_features"):
                 raise BonError(f"{self.name}: {self.model_id} ({type(model).__name__}) has no image/text features")
             self._model = model.to(self.device).eval()
@@ -252,10 +255,14 @@ class VqaScoreJudge(_ImageScorer):
         if margin_scale is not None:
             self.margin_scale = float(margin_scale)
         self.question = question
-        self.backend = VlmBackend(str(model), self.name, revision=revision, dtype=dtype, device=device,
-                                  device_map=device_map, attn_implementation=attn_implementation,
-                                  chat_template_kwargs=chat_template_kwargs)
+        self.backend = ChatVlm(str(model), self.name, revision=revision, dtype=dtype, device=device,
+                               device_map=device_map, attn_implementation=attn_implementation,
+                               chat_template_kwargs=chat_template_kwargs)
+        self.batches = HalvingBatches(self.batch_size, self.name, str(model))
         self._yes: list[int] | None = None
+
+    def close(self) -> None:
+        self.backend.close()
 
     def identity(self) -> dict[str, Any]:
         return {"plugin": self.plugin, "version": self.version, **self.backend.identity(),
@@ -266,12 +273,11 @@ class VqaScoreJudge(_ImageScorer):
         rendered = [self.backend.render([("image", im), ("text", question)]) for im in images]
         if self._yes is None:
             self._yes = self.backend.continuation_ids(rendered[0][0], "Yes")
-        out: list[float] = []
-        for start in range(0, len(rendered), self.batch_size):
-            batch = self.backend.encode(rendered[start : start + self.batch_size])
-            probs = self.backend.next_token_logits(batch).softmax(dim=-1)
-            out.extend(probs[:, self._yes].sum(dim=-1).tolist())
-        return out
+        def yes(chunk: Sequence[tuple[str, list[Image.Image]]]) -> list[float]:
+            probs = self.backend.next_token_logits(self.backend.encode(chunk)).softmax(dim=-1)
+            return probs[:, self._yes].sum(dim=-1).tolist()
+
+        return self.batches.run(rendered, yes)
 
 
 # --- installed reward models ------------------------------------------------------------------
@@ -299,7 +305,7 @@ class EntryPointRewardJudge(_ImageScorer):
         try:
             self.factory: Callable[..., Any] = self.entry_point.load()
         except Exception as exc:  # noqa: BLE001 - a broken plugin package is a one-line error
-            raise BonError(f"{self.name}: cannot load {self.entry_point.value}: {type(exc).__name__}: {_first_line(exc)}") from None
+            raise BonError(f"{self.name}: cannot load {self.entry_point.value}: {type(exc).__name__}: {first_line(exc)}") from None
         self.checkpoint = checkpoint
         self.device = device
         self.options = dict(options or {})
@@ -323,10 +329,17 @@ class EntryPointRewardJudge(_ImageScorer):
             except BonError:
                 raise
             except Exception as exc:  # noqa: BLE001
-                raise BonError(f"{self.name}: {self.entry_point.value} failed to start: {type(exc).__name__}: {_first_line(exc)}") from None
+                raise BonError(f"{self.name}: {self.entry_point.value} failed to start: {type(exc).__name__}: {first_line(exc)}") from None
             if self._margin_option is None and getattr(self._scorer, "margin_scale", None):
                 self.margin_scale = float(self._scorer.margin_scale)
         return self._scorer
+
+    def close(self) -> None:
+        close = getattr(self._scorer, "close", None)
+        if callable(close):
+            close()
+        self._scorer = None
+        free_memory()
 
     def score_images(self, text: str, images: list[Image.Image]) -> list[float]:
         out: list[float] = []

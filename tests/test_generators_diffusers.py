@@ -264,9 +264,15 @@ class ScriptedPlanner:
     def describe(self) -> dict:
         return {"backend": "scripted"}
 
-    def chat(self, messages, *, seed, temperature, top_p, max_new_tokens) -> str:
-        self.asked.append((messages, seed, temperature))
-        return self.plans[(len(self.asked) - 1) % len(self.plans)]
+    def chat_many(self, messages, seeds, *, temperature, top_p, max_new_tokens) -> list[str]:
+        out = []
+        for seed in seeds:
+            self.asked.append((messages, seed, temperature))
+            out.append(self.plans[(len(self.asked) - 1) % len(self.plans)])
+        return out
+
+    def close(self) -> None:
+        pass
 
 
 def test_interleaved_scripted_plan_renders_every_slot(tiny_sd, tiny_pix2pix):

@@ -28,7 +28,7 @@ from bon.referee import Referee
 from bon.selection import run_selection
 from bon.selection.knockout import Knockout
 from bon.store import JudgmentStore
-from bon.http import RetryPolicy, parse_retry_after, redact
+from bon.backends.openai_api import redact
 from judges.openai_compatible import OpenAICompatibleJudge
 from tiny_models import build_bench
 
@@ -145,8 +145,7 @@ def server(monkeypatch):
 
 
 def fast_options(server: Server, **extra) -> dict:
-    return {"base_url": server.url, "api_key_env": KEY_ENV, "backoff_base": 0.05, "backoff_max": 0.2,
-            "max_retries": 3, "timeout": 1.5, "concurrency": 4, "price_input": 1.25, "price_output": 10.0, **extra}
+    return {"base_url": server.url, "api_key_env": KEY_ENV, "max_retries": 3, "timeout": 1.5, "concurrency": 4, "price_input": 1.25, "price_output": 10.0, **extra}
 
 
 def refused_url() -> str:
@@ -189,7 +188,7 @@ def test_cli_judges_with_retries_garbage_and_failures_and_never_writes_the_key(s
     garbage = by_case["garbage"]["forward"][0]
     assert garbage["judgement"] == "" and garbage["metadata"]["missing"].startswith("unparseable")
     down = by_case["down"]["forward"][0]
-    assert down["judgement"] == "" and "gave up after 4 attempts: HTTP 503" in down["metadata"]["missing"]
+    assert down["judgement"] == "" and "HTTP 503: overloaded (after 4 attempts)" in down["metadata"]["missing"]
     echo = by_case["echo-key"]["forward"][0]
     assert echo["judgement"] == "" and "HTTP 400" in echo["metadata"]["missing"]
 
@@ -290,9 +289,9 @@ def test_refused_connection_is_a_one_line_error_at_construction(monkeypatch, tmp
     assert rc == 2 and "refused the connection" in err and "\n" not in err
     assert not (tmp_path / "o.json").exists() and not (tmp_path / "judgments.sqlite").exists()
     # preflight off: the judge is built, and a call that cannot connect is a transient missing verdict
-    judge = OpenAICompatibleJudge(model="m", base_url=url, api_key_env=KEY_ENV, preflight=False, max_retries=1, backoff_base=0.01)
+    judge = OpenAICompatibleJudge(model="m", base_url=url, api_key_env=KEY_ENV, preflight=False, max_retries=1)
     (v,) = judge.judge([Comparison(Prompt("p", "t2i", Content.of("x")), Content.of("a"), Content.of("b"))])
-    assert v.better is None and v.transient and "gave up after 2 attempts" in v.missing
+    assert v.better is None and v.transient and "(after 2 attempts)" in v.missing
 
 
 @needs_openai
@@ -331,21 +330,32 @@ def test_rejected_key_at_preflight(monkeypatch):
         httpd.server_close()
 
 
-def test_retry_policy_and_retry_after_parsing():
-    import random
-
-    policy = RetryPolicy(max_retries=5, base_delay=1.0, max_delay=8.0, jitter=0.5)
-    rng = random.Random(0)
-    for k in range(6):
-        d = policy.delay(k, rng=rng)
-        assert min(8.0, 2.0**k) * 0.5 <= d <= min(8.0, 2.0**k)
-    assert 3.0 <= policy.delay(0, retry_after=3.0, rng=rng) <= 3.4
-    assert parse_retry_after({"Retry-After": "2"}) == 2.0
-    assert parse_retry_after({"retry-after-ms": "250", "Retry-After": "9"}) == 0.25
-    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == pytest.approx(10.0)
-    assert parse_retry_after({}) is None and parse_retry_after({"Retry-After": "soon"}) is None
+def test_keys_are_redacted_from_any_text():
     assert KEY not in redact(f"Incorrect API key provided: {KEY[:8]}***{KEY[-4:]}", KEY)
     assert "[redacted]" in redact(f"Authorization: Bearer {KEY}", KEY)
+
+
+@needs_openai
+def test_gpt5_and_o_series_get_their_parameter_set(server):
+    """Reasoning models get max_completion_tokens and no sampling parameters; others keep theirs."""
+    seen = []
+    options = fast_options(server, temperature=0.3, top_p=0.9, max_tokens=64, seed=7)
+    prompt = Prompt("p", "t2i", Content.of("a red square"))
+    comp = Comparison(prompt, Content.of("a"), Content.of("b"), 0)
+    for model in ("gpt-5", "o3-mini", "openai/gpt-5-mini", "gpt-4o", "gpt-5-chat-latest"):
+        body = OpenAICompatibleJudge(model=model, **options).request(comp)
+        seen.append((model, sorted(k for k in body if k not in ("model", "messages"))))
+    reasoning = ["max_completion_tokens", "seed"]
+    sampling = ["max_completion_tokens", "seed", "temperature", "top_p"]
+    assert seen == [("gpt-5", reasoning), ("o3-mini", reasoning), ("openai/gpt-5-mini", reasoning),
+                    ("gpt-4o", sampling), ("gpt-5-chat-latest", sampling)]
+    forced = OpenAICompatibleJudge(model="my-served-reasoner", reasoning_model=True, **options).request(comp)
+    assert "temperature" not in forced and forced["max_completion_tokens"] == 64
+    old = OpenAICompatibleJudge(model="vllm-model", max_tokens_param="max_tokens", **options).request(comp)
+    assert old["max_tokens"] == 64 and old["temperature"] == 0.3
+    # and the request a GPT-5 judge sends is accepted end to end by the scripted server
+    (v,) = OpenAICompatibleJudge(model="gpt-5", **options).judge([comp])
+    assert v.better == "A" and v.meta["served_model"] == "gpt-5"
 
 
 def test_paper_judge_config_lists_valid_judges_and_options():

@@ -10,36 +10,38 @@ A grader answers *turns*: one user message of text and images in order (``[("tex
 
 Two back-ends, chosen by ``backend`` in the grader spec:
 
-- ``transformers`` (default): a local chat VLM through :class:`judges.transformers_vlm.VlmBackend`, the
-  same loading, chat template, batching and revision pinning the ``transformers-vlm`` judge uses.
+- ``transformers`` (default): a local chat VLM through :class:`bon.backends.chat_vlm.ChatVlm`, the
+  same loading, chat template, batching and revision pinning the ``transformers-vlm`` judge uses;
+  a batch that runs out of memory is halved.
   Options: ``model`` (hub id or folder), ``revision``, ``dtype``, ``device``, ``device_map``,
   ``attn_implementation``, ``chat_template_kwargs``, ``max_image_pixels`` (default 1048576),
   ``batch_size`` (default 8).
 - ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Gemini's compatible
   endpoint, a vLLM server). Options: ``model``, ``base_url``, ``api_key_env`` (the *name* of the
   variable holding the key; null for none), ``max_image_side`` (1024), ``temperature`` (0),
-  ``max_tokens_param``, ``top_logprobs`` (20), ``concurrency`` (4), ``timeout`` (120), ``max_retries``
-  (4), ``preflight`` (true), ``extra_body``. Requests go through :mod:`bon.http` (retries on 429/5xx
-  and timeouts, Retry-After honoured, the key read from the environment and never stored). Endpoints that return no log-probabilities make
-  :meth:`next_word_probs` raise :class:`NoLogprobs`; the verifiers then ask for a written answer.
+  ``max_tokens_param``, ``reasoning_model``, ``top_logprobs`` (20), ``concurrency`` (4), ``timeout``
+  (120), ``max_retries`` (4), ``preflight`` (true), ``extra_body``. Requests go through
+  :mod:`bon.backends.openai_api` (the SDK's retries on 429/5xx and timeouts, the key read from the
+  environment and never stored). Endpoints that return no log-probabilities (and GPT-5 / o-series
+  models, which take none) make :meth:`next_word_probs` raise :class:`NoLogprobs`; the verifiers then
+  ask for a written answer.
 
 Any failure to grade raises :class:`GradingFailed` with a one-line reason, which the verifier records
-as a missing score (never a zero).
+as a missing score (never a zero); its ``transient`` says whether a rerun should try again (timeouts,
+5xx, out of memory) or the answer is final (unparseable).
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import math
-import os
 import re
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 from PIL import Image
 
-from bon.errors import BonError
+from bon.backends.answers import json_objects, key_entries, snippet
+from bon.errors import BonError, first_line
 
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL.Image)
 Turn = list[Part]
@@ -48,6 +50,10 @@ BACKENDS = ("transformers", "openai")
 
 class GradingFailed(Exception):
     """Grading could not produce an answer; ``str(exc)`` is the reason recorded as missing."""
+
+    def __init__(self, reason: str, transient: bool = False) -> None:
+        super().__init__(reason)
+        self.transient = transient
 
 
 class NoLogprobs(GradingFailed):
@@ -68,6 +74,9 @@ class Grader(ABC):
     @abstractmethod
     def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
         """For each turn, the probability of each word as the answer's first token (softmax over the vocabulary)."""
+
+    def close(self) -> None:
+        """Release the model (a local grader's weights); the next question loads it again."""
 
 
 def make_grader(spec: Any, who: str) -> Grader:
@@ -135,23 +144,27 @@ class TransformersGrader(Grader):
                  device: str = "auto", device_map: str | dict | None = None, attn_implementation: str | None = None,
                  chat_template_kwargs: dict[str, Any] | None = None, max_image_pixels: int | None = 1024 * 1024,
                  batch_size: int = 8) -> None:
-        from judges.transformers_vlm import VlmBackend
+        from bon.backends.chat_vlm import ChatVlm
+        from bon.backends.device import HalvingBatches
 
         if int(batch_size) < 1:
             raise BonError(f"{who}: grader batch_size must be at least 1, got {batch_size}")
         self.name = who
-        self.batch_size = int(batch_size)
         self.max_image_pixels = int(max_image_pixels) if max_image_pixels else None
-        self.backend = VlmBackend(str(model), who, revision=revision, dtype=dtype, device=device, device_map=device_map,
-                                  attn_implementation=attn_implementation, chat_template_kwargs=chat_template_kwargs)
+        self.backend = ChatVlm(str(model), who, revision=revision, dtype=dtype, device=device, device_map=device_map,
+                               attn_implementation=attn_implementation, chat_template_kwargs=chat_template_kwargs)
+        self.batches = HalvingBatches(int(batch_size), who, str(model))
         self._ids: dict[str, list[int]] = {}
         self.forward_batches: list[int] = []
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.backend_name, **self.backend.identity(), "max_image_pixels": self.max_image_pixels}
 
+    def close(self) -> None:
+        self.backend.close()
+
     def _render(self, turns: Sequence[Turn]) -> list[tuple[str, list[Image.Image]]]:
-        from judges.transformers_vlm import fit_pixels
+        from bon.backends.images import fit_pixels
 
         out = []
         for turn in turns:
@@ -159,44 +172,43 @@ class TransformersGrader(Grader):
             try:
                 out.append(self.backend.render(parts))
             except Exception as exc:  # noqa: BLE001 - a chat template that rejects the turn
-                raise GradingFailed(f"{self.name}: cannot render the grading turn: {type(exc).__name__}: {_line(exc)}") from None
+                raise GradingFailed(f"{self.name}: cannot render the grading turn: {type(exc).__name__}: {first_line(exc)}") from None
         return out
 
-    def _batches(self, rendered: list[tuple[str, list[Image.Image]]]):
-        for start in range(0, len(rendered), self.batch_size):
-            yield rendered[start : start + self.batch_size]
+    def _through_model(self, rendered: list[tuple[str, list[Image.Image]]], call: Any) -> list[Any]:
+        """``call(batch)`` per batch (halved on out-of-memory); failures as GradingFailed, transient
+        unless the model itself refuses the input."""
+        from bon.backends.device import OutOfMemory
+
+        def one(chunk: Sequence[tuple[str, list[Image.Image]]]) -> list[Any]:
+            batch = self.backend.encode(chunk)
+            self.forward_batches.append(len(chunk))
+            return call(batch)
+
+        try:
+            return self.batches.run(rendered, one)
+        except OutOfMemory as exc:
+            raise GradingFailed(str(exc), transient=True) from None
+        except BonError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a model that rejects the input
+            raise GradingFailed(f"{self.name}: {type(exc).__name__}: {first_line(exc)}") from None
 
     def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
-        texts: list[str] = []
-        for chunk in self._batches(self._render(turns)):
-            try:
-                batch = self.backend.encode(chunk)
-                self.forward_batches.append(len(chunk))
-                texts += self.backend.generate(batch, max_new_tokens=int(max_new_tokens), do_sample=False)
-            except BonError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - out of memory, a model that rejects the input
-                raise GradingFailed(f"{self.name}: {type(exc).__name__}: {_line(exc)}") from None
-        return texts
+        return self._through_model(self._render(turns),
+                                   lambda batch: self.backend.generate(batch, max_new_tokens=int(max_new_tokens), do_sample=False))
 
     def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
         rendered = self._render(turns)
         if not rendered:
             return []
         ids = {w: self._word_ids(rendered[0][0], w) for w in words}
-        out: list[dict[str, float]] = []
-        for chunk in self._batches(rendered):
-            try:
-                batch = self.backend.encode(chunk)
-                self.forward_batches.append(len(chunk))
-                probs = self.backend.next_token_logits(batch).softmax(dim=-1)
-            except BonError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise GradingFailed(f"{self.name}: {type(exc).__name__}: {_line(exc)}") from None
-            for row in range(probs.shape[0]):
-                out.append({w: float(probs[row, i].sum()) if i else 0.0 for w, i in ids.items()})
-        return out
+
+        def probs(batch: Any) -> list[dict[str, float]]:
+            p = self.backend.next_token_logits(batch).softmax(dim=-1)
+            return [{w: float(p[row, i].sum()) if i else 0.0 for w, i in ids.items()} for row in range(p.shape[0])]
+
+        return self._through_model(rendered, probs)
 
     def _word_ids(self, context: str, word: str) -> list[int]:
         if word not in self._ids:
@@ -211,122 +223,99 @@ class TransformersGrader(Grader):
 
 
 class ApiGrader(Grader):
-    """An OpenAI-compatible chat endpoint, called through :mod:`bon.http` (standard library only)."""
+    """An OpenAI-compatible chat endpoint, through the shared client."""
 
     backend_name = "openai"
 
     def __init__(self, model: str, who: str = "grader", base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
                  max_image_side: int | None = 1024, temperature: float | None = 0.0,
-                 max_tokens_param: str = "max_completion_tokens", top_logprobs: int = 20, concurrency: int = 4,
-                 timeout: float = 120.0, max_retries: int = 4, backoff_base: float = 1.0, preflight: bool = True,
-                 preflight_timeout: float = 5.0, extra_body: dict[str, Any] | None = None) -> None:
-        from bon.http import RetryPolicy, preflight as http_preflight, safe_url
+                 max_tokens_param: str = "max_completion_tokens", reasoning_model: bool | None = None,
+                 top_logprobs: int = 20, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 4,
+                 preflight: bool = True, preflight_timeout: float = 5.0, extra_body: dict[str, Any] | None = None) -> None:
+        from bon.backends.openai_api import OpenAIEndpoint
 
-        self.name = who
-        self.model = str(model)
-        self.base_url = str(base_url or OPENAI_URL).rstrip("/")
-        self.shown_url = safe_url(self.base_url)
-        self.api_key_env = api_key_env or None
-        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
-            raise BonError(f"{who}: environment variable {self.api_key_env} is not set (it should hold the key for "
-                           f"{self.shown_url}; api_key_env: null for a server without keys)")
-        if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
-            raise BonError(f"{who}: max_tokens_param must be max_completion_tokens or max_tokens")
         if extra_body is not None and not isinstance(extra_body, dict):
             raise BonError(f"{who}: extra_body must be a mapping")
+        self.name = who
+        self.endpoint = OpenAIEndpoint(model, who, base_url, api_key_env, timeout=timeout, max_retries=max_retries,
+                                       concurrency=concurrency, preflight=preflight, preflight_timeout=preflight_timeout,
+                                       reasoning_model=reasoning_model, max_tokens_param=max_tokens_param)
+        self.model = self.endpoint.model
         self.max_image_side = int(max_image_side) if max_image_side else None
         self.temperature = temperature
-        self.max_tokens_param = max_tokens_param
         self.top_logprobs = int(top_logprobs)
-        self.concurrency = max(1, int(concurrency))
-        self.policy = RetryPolicy(max_retries=int(max_retries), timeout=float(timeout), base_delay=float(backoff_base))
         self.extra_body = dict(extra_body or {})
         self.served_models: set[str] = set()
-        if preflight:
-            key = os.environ.get(self.api_key_env) if self.api_key_env else None
-            http_preflight(self.base_url, key, float(preflight_timeout), who, self.api_key_env)
 
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"backend": self.backend_name, "model": self.model, "base_url": self.shown_url,
+        ident: dict[str, Any] = {"backend": self.backend_name, "model": self.model, "base_url": self.endpoint.shown_url,
                                  "temperature": self.temperature, "max_image_side": self.max_image_side}
         if self.served_models:
             ident["served_model"] = sorted(self.served_models)
         return ident
 
+    def close(self) -> None:
+        self.endpoint.close()
+
     def messages(self, turn: Turn) -> list[dict[str, Any]]:
-        from bon.http import chat_content_parts, image_data_url
+        from bon.backends.images import api_parts, image_data_url
 
-        parts = chat_content_parts(turn, lambda image: image_data_url(image, self.max_image_side))
-        return [{"role": "user", "content": parts}]
+        return [{"role": "user", "content": api_parts(turn, lambda image: image_data_url(image, self.max_image_side))}]
 
-    def _call(self, turn: Turn, **extra: Any) -> dict[str, Any]:
-        from bon.http import HttpFailure, bearer, join_url, post_json
+    def _ask(self, turns: Sequence[Turn], max_tokens: int, **extra: Any) -> list[dict[str, Any]]:
+        """The first choice of each turn's answer; any failure raises GradingFailed (transient or not)."""
+        from bon.backends.openai_api import ApiFailure
 
-        body: dict[str, Any] = {"model": self.model, "messages": self.messages(turn), **extra}
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        body.update(self.extra_body)
-        try:
-            resp = post_json(join_url(self.base_url, "chat/completions"), body, bearer(self.api_key_env), self.policy)
-        except HttpFailure as exc:
-            raise GradingFailed(f"{self.name}: {exc.reason}") from None
-        if not isinstance(resp, dict) or not resp.get("choices"):
-            raise GradingFailed(f"{self.name}: {self.shown_url} answered without choices")
-        if resp.get("model"):
-            self.served_models.add(str(resp["model"]))
-        return resp
+        def body(turn: Turn) -> dict[str, Any]:
+            return {**self.endpoint.chat_body(self.messages(turn), max_tokens, temperature=self.temperature, **extra),
+                    **self.extra_body}
+
+        choices = []
+        for reply in self.endpoint.post_all("/chat/completions", [lambda t=t: body(t) for t in turns]):
+            if isinstance(reply, ApiFailure):
+                raise GradingFailed(f"{self.name}: {reply.reason}", transient=reply.transient)
+            got = reply.get("choices")
+            if not isinstance(got, list) or not got or not isinstance(got[0], dict):
+                raise GradingFailed(f"{self.name}: {self.endpoint.shown_url} answered without choices")
+            if reply.get("model"):
+                self.served_models.add(str(reply.get("model")))
+            choices.append(got[0])
+        return choices
 
     def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
-        from bon.http import bounded_map
+        from bon.backends.openai_api import ApiFailure, Reply, chat_text
 
-        def one(turn: Turn) -> str:
-            msg = (self._call(turn, **{self.max_tokens_param: int(max_new_tokens)})["choices"][0] or {}).get("message") or {}
-            content = msg.get("content")
-            if isinstance(content, list):
-                content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-            return str(content or "")
-
-        return bounded_map(one, list(turns), self.concurrency)
+        out = []
+        for choice in self._ask(turns, int(max_new_tokens)):
+            try:
+                out.append(chat_text(Reply({"choices": [choice]})))
+            except ApiFailure as exc:
+                raise GradingFailed(f"{self.name}: {exc.reason}") from None
+        return out
 
     def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
-        from bon.http import bounded_map
-
-        def one(turn: Turn) -> dict[str, float]:
-            choice = self._call(turn, logprobs=True, top_logprobs=self.top_logprobs, **{self.max_tokens_param: 1})["choices"][0]
-            content = ((choice or {}).get("logprobs") or {}).get("content")
+        if self.endpoint.reasoning:
+            raise NoLogprobs(f"{self.name}: {self.model} takes no log-probability requests")
+        out = []
+        for choice in self._ask(turns, 1, logprobs=True, top_logprobs=self.top_logprobs):
+            content = (choice.get("logprobs") or {}).get("content")
             if not content:
-                raise NoLogprobs(f"{self.name}: {self.shown_url} returned no log-probabilities")
+                raise NoLogprobs(f"{self.name}: {self.endpoint.shown_url} returned no log-probabilities")
             first = content[0] or {}
-            tops = first.get("top_logprobs") or [first]
             probs = {w: 0.0 for w in words}
-            for t in tops:
+            for t in first.get("top_logprobs") or [first]:
                 token = str(t.get("token", "")).strip()
                 if token in probs and t.get("logprob") is not None:
                     probs[token] += math.exp(float(t["logprob"]))
-            return probs
-
-        return bounded_map(one, list(turns), self.concurrency)
-
-
-OPENAI_URL = "https://api.openai.com/v1"
-
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:240] if text else type(exc).__name__
+            out.append(probs)
+        return out
 
 
 # --- reading written answers ---------------------------------------------------------------------
 
-_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
 _SCORE_LIST = re.compile(r"""['"]?scores?['"]?\s*[:=]\s*\[([^\]]*)\]""", re.IGNORECASE)
 _SCORE_ONE = re.compile(r"""['"]?scores?['"]?\s*[:=]\s*['"]?(-?\d+(?:\.\d+)?)""", re.IGNORECASE)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def snippet(text: str, n: int = 80) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= n else flat[: n - 3] + "..."
 
 
 def parse_scores(text: str, count: int, lo: float = 0.0, hi: float = 10.0) -> list[float]:
@@ -338,12 +327,10 @@ def parse_scores(text: str, count: int, lo: float = 0.0, hi: float = 10.0) -> li
     if not isinstance(text, str) or not text.strip():
         raise GradingFailed("unparseable: empty answer")
     found: list[float] | None = None
-    for m in _OBJECT.finditer(text):
-        obj = _lenient_object(m.group(0))
-        if isinstance(obj, dict):
-            value = next((obj[k] for k in obj if str(k).lower() in ("score", "scores")), None)
-            if value is not None:
-                found = _as_numbers(value)
+    for obj in json_objects(text):
+        value = next((v for _, v in key_entries(obj, "score", "scores")), None)
+        if value is not None:
+            found = _as_numbers(value)
     if found is None:
         m = _SCORE_LIST.search(text)
         if m:
@@ -371,12 +358,10 @@ def parse_yes_no(text: str) -> bool:
     """True for a yes answer, False for no; ``{"answer": "yes"}`` or a leading Yes/No word."""
     if not isinstance(text, str) or not text.strip():
         raise GradingFailed("unparseable: empty answer")
-    for m in _OBJECT.finditer(text):
-        obj = _lenient_object(m.group(0))
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if str(k).lower() in ("answer", "judge", "judgement", "judgment") and str(v).strip().lower() in ("yes", "no"):
-                    return str(v).strip().lower() == "yes"
+    for obj in json_objects(text):
+        for _, v in key_entries(obj, "answer", "judge", "judgement", "judgment"):
+            if str(v).strip().lower() in ("yes", "no"):
+                return str(v).strip().lower() == "yes"
     words = re.findall(r"[a-z]+", text.lower())
     first = words[0] if words else ""
     if first in ("yes", "no"):
@@ -385,19 +370,6 @@ def parse_yes_no(text: str) -> bool:
     if has_yes != has_no:
         return has_yes
     raise GradingFailed(f"unparseable: no yes/no in {snippet(text)!r}")
-
-
-def _lenient_object(raw: str) -> Any:
-    for attempt in (raw, re.sub(r",\s*([}\]])", r"\1", raw)):
-        try:
-            return json.loads(attempt)
-        except ValueError:
-            pass
-        try:
-            return ast.literal_eval(attempt)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    return None
 
 
 def _as_numbers(value: Any) -> list[float] | None:

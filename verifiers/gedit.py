@@ -91,6 +91,10 @@ class GEditVerifier(Verifier):
         self.image_area = int(image_area) if image_area else None
         self.max_new_tokens = int(max_new_tokens)
 
+    def close(self) -> None:
+        if self.grader is not None:
+            self.grader.close()
+
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "plugin": self.plugin, "version": self.version, "mode": self.mode,
                 "image_area": self.image_area, "grader": self.grader.identity()}
@@ -114,7 +118,7 @@ class GEditVerifier(Verifier):
                 sc_scores, pq_scores = self._logits(instruction, source, edited, details)
         except GradingFailed as exc:
             details["grader"] = self.grader.identity()
-            return Score(None, details, missing=f"{self.name}: {exc}")
+            return Score(None, details, missing=f"{self.name}: {exc}", transient=exc.transient)
         sc, pq = min(sc_scores), min(pq_scores)
         overall = math.sqrt(sc * pq)
         details.update({"sc": round(sc, 4), "pq": round(pq, 4), "overall": round(overall, 4),
@@ -134,11 +138,11 @@ class GEditVerifier(Verifier):
         try:
             sc = parse_scores(answers[0], 2)
         except GradingFailed as exc:
-            raise GradingFailed(f"semantic-consistency answer {exc}") from None
+            raise GradingFailed(f"semantic-consistency answer {exc}", exc.transient) from None
         try:
             pq = parse_scores(answers[1], 2)
         except GradingFailed as exc:
-            raise GradingFailed(f"perceptual-quality answer {exc}") from None
+            raise GradingFailed(f"perceptual-quality answer {exc}", exc.transient) from None
         return sc, pq
 
     def _logits(self, instruction: str, source: Any, edited: Any, details: dict) -> tuple[list[float], list[float]]:

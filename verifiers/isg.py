@@ -91,6 +91,10 @@ class IsgVerifier(Verifier):
         if any(lv != "structure" for lv in levels):
             self.grader = grader_from(model, grader, grader_options, self.name)
 
+    def close(self) -> None:
+        if self.grader is not None:
+            self.grader.close()
+
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "plugin": self.plugin, "version": self.version, "mode": self.mode, "levels": self.levels,
                 "merge_text": self.merge_text, "max_questions": self.max_questions,
@@ -152,7 +156,7 @@ class IsgVerifier(Verifier):
             if "holistic" in self.levels:
                 scores["holistic"] = self.holistic(prompt, parts, details)
         except GradingFailed as exc:
-            return Score(None, details, missing=f"{self.name}: {exc}")
+            return Score(None, details, missing=f"{self.name}: {exc}", transient=exc.transient)
         except BonError as exc:
             return Score(None, details, missing=str(exc))
         details["skipped_levels"] = [lv for lv in self.levels if lv not in scores]

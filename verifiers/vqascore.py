@@ -3,8 +3,8 @@
 The grader sees the candidate's image and the question ``Does this figure show "{prompt}"? Please
 answer yes or no.`` and the score is P("Yes") over its whole vocabulary for the first answer token,
 in [0, 1]; a candidate with several images scores their mean. With a local model this reuses the
-``vqascore`` judge (:class:`judges.reward_models.VqaScoreJudge`: same loading, batching and
-revision pinning); with an API grader it reads the top log-probabilities of the first token.
+``vqascore`` judge (:class:`judges.reward_models.VqaScoreJudge`: same loading, batching, halving on
+out-of-memory and revision pinning); with an API grader it reads the top log-probabilities of the first token.
 
 Options:
 
@@ -83,6 +83,11 @@ class VqaScoreVerifier(Verifier):
                     "dtype": ident.get("dtype")}
         return self.grader.identity()
 
+    def close(self) -> None:
+        for holder in (self.judge, self.grader):
+            if holder is not None:
+                holder.close()
+
     def identity(self) -> dict[str, Any]:
         ident = {"name": self.name, "plugin": self.plugin, "version": self.version, "question": self.question,
                  "grader": self.grader_identity(), "ocr_weight": self.ocr_weight}
@@ -129,7 +134,7 @@ class VqaScoreVerifier(Verifier):
                 mode = "answer"
                 values = [1.0 if parse_yes_no(a) else 0.0 for a in self.grader.answer(turns, max_new_tokens=8)]
         except GradingFailed as exc:
-            return Score(None, missing=f"{self.name}: {exc}")
+            return Score(None, missing=f"{self.name}: {exc}", transient=exc.transient)
         details = {"per_image": [round(v, 6) for v in values], "question": question, "mode": mode,
                    "grader": self.grader.identity()}
         return Score(sum(values) / len(values), details)

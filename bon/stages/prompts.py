@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bon import suites
 from bon.config import StudyConfig
-from bon.content import Prompt, append_jsonl, load_prompts
+from bon.content import Prompt, jsonl_text, load_prompts
+from bon.io import atomic_write
 from bon.runfolder import RunFolder
 
 PREFERENCE_PREFIX = "pref-"
@@ -26,10 +27,7 @@ def prepare_prompts(run: RunFolder, cfg: StudyConfig, built: list[Prompt] | None
     if run.prompts.exists():
         return load_prompts(run.prompts)
     prompts = build_prompts(cfg) if built is None else built
-    tmp = run.prompts.with_name("prompts.jsonl.tmp")
-    tmp.unlink(missing_ok=True)
-    append_jsonl(tmp, [p.to_json(run.root, run.inputs) for p in prompts])
-    tmp.replace(run.prompts)
+    atomic_write(run.prompts, jsonl_text(p.to_json(run.root, run.inputs) for p in prompts))
     return load_prompts(run.prompts)
 
 

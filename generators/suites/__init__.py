@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 from PIL import Image
 
 from bon.content import ImageItem, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 
 __all__ = ["PLUGINS", "LazyImage", "Rows", "open_rows", "image_from", "select", "first_line"]
 
@@ -62,11 +62,6 @@ class LazyImage(ImageItem):
         except Exception as exc:  # noqa: BLE001 - a damaged image is one line, naming where it came from
             raise BonError(f"{self.origin or 'suite image'}: unreadable image ({first_line(exc)})") from None
         return image.convert("RGB")
-
-
-def first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 # --- rows from the Hub or from a local copy ------------------------------------------------------

@@ -14,12 +14,13 @@ import hashlib
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bon.errors import BonError
 from bon.tasks import scorer_task
 from judges.prompts.parse import parse_answer
 
-__all__ = ["Template", "rubric", "load_official", "parse_answer", "BON_LABELS", "OFFICIAL_FILE"]
+__all__ = ["Template", "comparison_items", "rubric", "load_official", "parse_answer", "BON_LABELS", "OFFICIAL_FILE"]
 
 HERE = Path(__file__).resolve().parent
 # Section markers placed before the prompt and each response; bon's rubric text refers to these.
@@ -57,6 +58,15 @@ class Template:
         """The judge's input as MMRB2 content items: rubric, then marked prompt, response A, response B."""
         p, ra, rb = self.labels
         return [["text", self.text], ["text", p], *prompt, ["text", ra], *a, ["text", rb], *b]
+
+
+def comparison_items(templates: dict[str, Template], c: Any) -> list[list[Any]]:
+    """A comparison as the judge's input items: its task's template around the prompt and both
+    responses, images kept as ``ImageItem`` so each judge encodes them its own way."""
+    def raw(content: Any) -> list[list[Any]]:
+        return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
+
+    return templates[scorer_task(c.prompt.task)].render(raw(c.prompt.content), raw(c.a), raw(c.b))
 
 
 def rubric(task: str, official_dir: Path | None = None) -> Template:

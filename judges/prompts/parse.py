@@ -12,11 +12,10 @@ a bare letter on the last line ("B", "Final answer: B", "[[B]]").
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-from typing import Any, Iterator
+from typing import Any
 
+from bon.backends.answers import json_objects, key_entries, norm_key, snippet
 from bon.protocol import Verdict
 
 _LETTER = re.compile(
@@ -42,7 +41,7 @@ def parse_answer(text: str) -> Verdict:
     """The verdict in ``text``; ``Verdict.failed("unparseable: ...")`` when it is not unambiguous."""
     if not isinstance(text, str) or not text.strip():
         return Verdict.failed("unparseable: empty answer")
-    found = [(holder, raw, _letter(raw)) for obj in _objects(text) for holder, raw in _entries(obj, "betterresponse")]
+    found = [(holder, raw, _letter(raw)) for obj in json_objects(text) for holder, raw in key_entries(obj, "betterresponse")]
     if found:
         letters = {letter for _, _, letter in found if letter}
         if len(letters) == 1:
@@ -63,7 +62,7 @@ def parse_answer(text: str) -> Verdict:
                 score = None
             return Verdict(better=letter, score=score, meta={"parsed_by": "key"})
         return _fail(text, "ambiguous better_response")
-    scores = [s for obj in _objects(text) for s in (_score(v) for _, v in _entries(obj, "score")) if s is not None]
+    scores = [s for obj in json_objects(text) for s in (_score(v) for _, v in key_entries(obj, "score")) if s is not None]
     if scores and len(set(scores)) == 1:
         return Verdict(better="A" if scores[0] >= 4 else "B", score=scores[0], meta={"parsed_by": "score"})
     letter = _last_resort(text)
@@ -86,9 +85,7 @@ def _verdict(letter: str, holder: dict[str, Any]) -> Verdict:
 
 
 def _fail(text: str, why: str = "") -> Verdict:
-    snippet = " ".join(text.split())
-    snippet = snippet[:60] + ("…" if len(snippet) > 60 else "")
-    return Verdict.failed(f"unparseable: {why + ': ' if why else ''}{snippet}")
+    return Verdict.failed(f"unparseable: {why + ': ' if why else ''}{snippet(text, 61)}")
 
 
 def _letter(value: Any) -> str | None:
@@ -111,82 +108,8 @@ def _score(value: Any) -> int | None:
     return None
 
 
-def _norm(key: Any) -> str:
-    return re.sub(r"[^a-z]", "", key.lower()) if isinstance(key, str) else ""
-
-
 def _get(obj: dict[str, Any], key: str) -> Any:
-    return next((v for k, v in obj.items() if _norm(k) == key), None)
-
-
-def _entries(obj: Any, key: str) -> Iterator[tuple[dict[str, Any], Any]]:
-    """(object holding it, value) for ``key`` compared without case, spaces, dashes or underscores,
-    at any depth, outer objects first."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if _norm(k) == key:
-                yield obj, v
-        for v in obj.values():
-            if isinstance(v, (dict, list)):
-                yield from _entries(v, key)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _entries(v, key)
-
-
-def _objects(text: str) -> Iterator[dict[str, Any]]:
-    """Every ``{...}`` span that parses as an object, outermost first; a span that fails is searched inside."""
-    i = text.find("{")
-    while i != -1:
-        end = _span_end(text, i)
-        obj = _lenient(text[i:end]) if end else None
-        if isinstance(obj, dict):
-            yield obj
-            i = text.find("{", end)
-        else:
-            i = text.find("{", i + 1)
-
-
-def _span_end(text: str, start: int) -> int | None:
-    """Index after the brace closing the one at ``start``, skipping braces inside quoted strings."""
-    depth, quote, escaped = 0, "", False
-    for j in range(start, len(text)):
-        ch = text[j]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return None
-
-
-def _lenient(span: str) -> Any:
-    """JSON, then JSON without trailing commas or curly quotes, then a Python literal (single quotes)."""
-    try:
-        return json.loads(span)
-    except ValueError:
-        pass
-    fixed = span.translate(str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'"}))
-    fixed = re.sub(r",\s*([}\]])", r"\1", fixed)
-    try:
-        return json.loads(fixed)
-    except ValueError:
-        pass
-    pythonic = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed)))
-    try:
-        return ast.literal_eval(pythonic)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        return None
+    return next((v for k, v in obj.items() if norm_key(k) == key), None)
 
 
 def _last_resort(text: str) -> str | None:
