@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from bon.errors import BonError
 
 from bon.protocol import MatchResult, Verdict, decide_match
 from bon.swap import confidence as verdict_confidence
@@ -124,3 +127,41 @@ def wilson_upper(k: int, n: int, z: float = 1.96) -> float | None:
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def gating_advice(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One phrase: the lowest safe gate, or why there is none."""
+    if not rows:
+        return "no confidences (plain disagreement only)"
+    safe = [r["gate"] for r in rows if r["safe"]]
+    return f"safe from gate {min(safe):g}" if safe else "unsafe at every gate"
+
+
+def flip_report(items: Sequence[str | Path], bench_dir: Path | None = None, run_dir: Path | None = None,
+                tolerance: float = 0.05) -> dict[str, Any]:
+    """Flip summary and gate safety of each judgment file: ``items`` (FILE or TASK=FILE; tasks found by
+    pair ids when ``bench_dir`` is given) and every judge's preference-set files of a run folder."""
+    from bon.mmrb2.format import load_judgments
+    from bon.mmrb2.scorer import assign_predictions
+    from bon.tasks import is_task, parse_task
+
+    named: list[tuple[str, Path]] = []
+    if items and bench_dir is not None:
+        named += [(f"{Path(p).name} ({t.scorer})", Path(p)) for t, p in assign_predictions(Path(bench_dir), items)]
+    else:
+        for item in items:
+            label, sep, file = str(item).partition("=")
+            path = Path(file) if sep and is_task(label) else Path(item)
+            named.append((f"{path.name} ({parse_task(label).scorer})" if sep and is_task(label) else path.name, path))
+    if run_dir is not None:
+        folder = Path(run_dir) / "mmrb2" / "judgments"
+        found = sorted(folder.glob("*/*.json"))
+        if not found:
+            raise BonError(f"{folder}: no judgment files (run the study first)")
+        named += [(f"{p.parent.name}/{p.name}", p) for p in found]
+    files: dict[str, Any] = {}
+    for name, path in named:
+        records = from_judgments(load_judgments(path))
+        rows = gate_safety(records, tolerance)
+        files[name] = {"file": str(path), "summary": summary(records), "gate_safety": rows, "verdict": gating_advice(rows)}
+    return {"tolerance": tolerance, "files": files}
