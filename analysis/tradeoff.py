@@ -26,15 +26,17 @@ from bon import registry
 from bon.errors import BonError
 from bon.mmrb2 import flips
 from bon.referee import Referee
-from bon.runfolder import write_json
+from bon.runfolder import write_json, write_text
 from bon.seeds import derive_seed
 from bon.selection import run_selection
 from bon.store import JudgmentStore
 
-DEFAULT_GATES = (1.0, 0.6, 0.2)
+DEFAULT_GATES = (1.0, 0.6, 0.2)  # on the 1-6 score's extremity: 6/1, 5/2 and up, every answer
+DEFAULT_MARGIN_GATES = (0.25, 0.1, 0.05, 0.02)  # on the judge's own margin, for judges that keep one
 REFERENCE = "knockout"
 FIGURE = Path("figures") / "tradeoff.png"  # inside the run folder
 RECORDS = "tradeoff.json"
+MARKDOWN = "tradeoff.md"
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,19 @@ class Setting:
     family: str = "knockout"
     gate: float | None = None
 
+    @property
+    def confidence(self) -> str:
+        return str(self.options.get("confidence", "auto"))
 
-def default_settings(gates: Sequence[float] = DEFAULT_GATES) -> list[Setting]:
-    """Knockout (both orders: the reference), gated knockouts, seeded knockout, round-robin, early-stopped."""
+
+def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Sequence[float] = DEFAULT_MARGIN_GATES) -> list[Setting]:
+    """Knockout (both orders: the reference), gated knockouts (on the 1-6 score, and on the judge's own
+    margin where its verdicts keep one), seeded knockout, round-robin, early-stopped round-robin."""
     return [
         Setting(REFERENCE, "knockout", {}, "knockout"),
         *(Setting(f"knockout gated {g:g}", "knockout", {"swap": "gated", "gate": float(g)}, "gated", float(g)) for g in gates),
+        *(Setting(f"knockout gated margin {g:g}", "knockout", {"swap": "gated", "gate": float(g), "confidence": "margin"},
+                  "gated", float(g)) for g in margin_gates),
         Setting("knockout seeded", "knockout", {"seed": "self"}, "seeded"),
         Setting("round-robin", "round-robin", {}, "round-robin"),
         Setting("round-robin early stop", "round-robin", {"early_stop": True}, "early-stop"),
@@ -72,16 +81,19 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     records: list[dict[str, Any]] = []
     try:
         for judge in judges:
-            reference, safety = None, []
+            reference, matches, safety = None, [], {}
             for setting in settings:
+                if setting.confidence == "margin" and not _has_margins(matches):
+                    continue  # this judge keeps no margin: the setting would repeat the score-gated ones
                 referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
                 strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
                 picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
                 picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
                 if reference is None:
-                    reference = picked
-                    safety = flips.gate_safety([r for p in picks for m in p.matches if (r := flips.from_match(m, judge))],
-                                               tolerance)
+                    reference, matches = picked, [m for p in picks for m in p.matches]
+                if setting.gate is not None and setting.confidence not in safety:
+                    safety[setting.confidence] = flips.gate_safety(
+                        [r for m in matches if (r := flips.from_match(m, judge, setting.confidence))], tolerance)
                 calls = sum(p.calls for p in picks) / len(groups)
                 records.append(_record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
                                        safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label)))
@@ -92,7 +104,7 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
 
 
 def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, reference: np.ndarray, baseline: dict,
-            referee: Referee, costs: Mapping[str, float], safety: list, bootstrap: int, seed: int) -> dict[str, Any]:
+            referee: Referee, costs: Mapping[str, float], safety: dict, bootstrap: int, seed: int) -> dict[str, Any]:
     bon = _nanmean(picked)
     lo, hi = paired_interval(reference - picked, bootstrap, seed)
     spread = baseline["oracle"] - baseline["random"]
@@ -107,9 +119,13 @@ def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, refe
         "picks_changed": int(np.sum(~np.isclose(picked, reference, equal_nan=True))),
         "calls_made": referee.stats.calls_made, "calls_cached": referee.stats.calls_cached,
         "calls_saved": referee.stats.calls_saved,
-        "gating": flips.verdict_on_gating(safety, setting.gate) if setting.gate is not None else None,
-        **({"gate_safety": safety} if setting.label == REFERENCE else {}),
+        "gating": flips.verdict_on_gating(safety[setting.confidence], setting.gate) if setting.gate is not None else None,
+        **({"gate_safety": safety[setting.confidence]} if setting.gate is not None else {}),
     }
+
+
+def _has_margins(matches: Sequence[Any]) -> bool:
+    return any(isinstance(v.meta.get("margin"), (int, float)) for m in matches for v in m.forward[:1])
 
 
 def _add_cuts(records: list[dict[str, Any]]) -> None:
@@ -133,17 +149,21 @@ def paired_interval(diffs: np.ndarray, bootstrap: int, seed: int, level: float =
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
 
 
-def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float) -> dict[str, dict[str, Any]]:
-    """Per judge: the setting with the fewest calls per prompt whose Best-of-N loss against the full
-    protocol is at most ``max_loss`` (the full protocol itself when nothing cheaper is)."""
+def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper") -> dict[str, dict[str, Any]]:
+    """Per judge: the setting with the fewest calls per prompt that stays within ``max_loss`` of the full
+    protocol's Best-of-N score: by the upper end of its 95% loss interval (``bound="upper"``, the
+    default: a loss that could be larger does not qualify) or by the point estimate (``"point"``).
+    The full protocol itself qualifies when nothing cheaper does."""
+    key = "loss_hi" if bound == "upper" else "loss"
     best: dict[str, dict[str, Any]] = {}
     for r in records:
-        if r["loss"] is None or not math.isfinite(r["loss"]) or r["loss"] > max_loss:
+        value = r.get(key)
+        if value is None or not math.isfinite(value) or value > max_loss:
             continue
         cur = best.get(r["judge"])
         if cur is None or r["calls_per_prompt"] < cur["calls_per_prompt"] - 1e-9:
-            best[r["judge"]] = {k: r[k] for k in ("judge", "setting", "calls_per_prompt", "usd_per_prompt", "bon_score",
-                                                   "loss", "loss_lo", "loss_hi", "calls_cut", "gating")}
+            best[r["judge"]] = {k: r.get(k) for k in ("judge", "setting", "calls_per_prompt", "usd_per_prompt", "bon_score",
+                                                       "loss", "loss_lo", "loss_hi", "calls_cut", "gating")}
     return best
 
 
@@ -171,8 +191,9 @@ def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path 
     payload = {"records": [_strict(r) for r in records], "reference": REFERENCE}
     if max_loss is not None:
         payload["cheapest_within"] = {"max_loss": max_loss, "judges": _strict(cheapest_within(records, max_loss))}
-    paths = {"json": folder / RECORDS, "figure": folder / FIGURE}
+    paths = {"json": folder / RECORDS, "figure": folder / FIGURE, "markdown": folder / MARKDOWN}
     write_json(paths["json"], payload)
+    write_text(paths["markdown"], tradeoff_markdown(records, max_loss))
     if json_out:
         write_json(Path(json_out), payload)
         paths["json_copy"] = Path(json_out)
@@ -193,7 +214,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     from matplotlib.lines import Line2D
 
     judges = list(dict.fromkeys(r["judge"] for r in records))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4))
     colours = plt.get_cmap("tab10")
     for i, judge in enumerate(judges):
         mine = sorted((r for r in records if r["judge"] == judge), key=lambda r: r["calls_per_prompt"])
@@ -205,18 +226,20 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
                 if r[key] is not None:
                     ax.plot(r["calls_per_prompt"], r[key], MARKERS.get(r["family"], "o"), color=colours(i % 10), ms=6)
     for ax, key in zip(axes, ("Best-of-N score", "recovery (0 = random pick, 1 = oracle)")):
-        ax.set_xlabel("judge calls per prompt (N candidates, one generator)")
+        ax.set_xlabel("judge calls per prompt (N candidates, one generator; log scale)")
         ax.set_ylabel(key)
-        ax.grid(alpha=0.3)
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3, which="both")
     if records:
         axes[0].axhline(records[0]["random_score"], color="grey", ls=":", lw=1)
         axes[0].axhline(records[0]["oracle_score"], color="grey", ls="--", lw=1)
-    judge_legend = axes[0].legend(fontsize=7, loc="lower right", title="judge", title_fontsize=8)
-    axes[0].add_artist(judge_legend)
+    handles, labels = axes[0].get_legend_handles_labels()
+    judge_legend = fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.855, 0.9), title="judge", title_fontsize=8)
+    fig.add_artist(judge_legend)
     shapes = [Line2D([], [], marker=m, ls="", color="black", label=f) for f, m in MARKERS.items()]
-    axes[1].legend(handles=shapes, fontsize=7, loc="lower right", title="setting", title_fontsize=8)
+    fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
     fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -252,3 +275,45 @@ def _strict(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def load_tradeoff(run_dir: Path) -> dict[str, Any] | None:
+    """The plain records a report shows (``tradeoff.json`` of ``bon tradeoff``), or None if never computed."""
+    import json
+
+    path = Path(run_dir) / RECORDS
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BonError(f"{path}: unreadable ({exc})") from None
+
+
+def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | None = None) -> str:
+    """A report section: the table, the cheapest setting per judge within ``max_loss``, and which gates
+    the reverse-flip analysis calls unsafe (a judge whose confident answers the reverse order overturns)."""
+    lines = ["## Cost against quality", "",
+             f"![trade-off]({FIGURE.as_posix()})", "",
+             "| judge | setting | calls/prompt | calls cut | Best-of-N | recovery | loss vs full [95% CI] | gating |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
+    for r in records:
+        cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
+        loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
+        lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+                     f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
+    unsafe = [r for r in records if r.get("gating") == "unsafe"]
+    if unsafe:
+        lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches):"]
+        lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
+    if max_loss is not None:
+        lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "
+                      "(upper end of its 95% interval):"]
+        for judge, best in cheapest_within(records, max_loss).items():
+            money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
+            lines.append(f"- {judge}: {best['setting']} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: Any, spec: str = ".4f") -> str:
+    return "" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)

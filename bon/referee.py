@@ -1,8 +1,9 @@
 """The referee: the only way strategies and stages reach a judge.
 
-It asks matches in both orders, serves every judgment it has seen before from the store, sends the
-rest to the judge as one batch (so local models batch and API judges run concurrently), and counts
-what was paid for and what came free.
+It asks matches in both orders (or, with a gated swap, the reverse only after an unsure forward
+verdict), serves every judgment it has seen before from the store, sends the rest to the judge as one
+batch (so local models batch and API judges run concurrently), and counts what was paid for, what
+came free and what gating or an early stop saved.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ A forward verdict's confidence is a number in [0, 1], read from what the judge g
 * any other judge: how extreme its 1-6 score is, ``|score - 3.5| / 2.5`` (6 or 1 -> 1.0, 5 or 2 -> 0.6,
   4 or 3 -> 0.2); a letter without a score has confidence 0, so its reverse is always asked.
 
+``confidence: margin`` reads instead the judge's own A-minus-B margin in [-1, 1] (``margin`` in the
+verdict's meta, as score-comparing judges keep it), which is finer than the 1-6 score; a margin
+whose sign contradicts the letter counts as no confidence, and a verdict without one falls back to
+the 1-6 score. ``confidence: score`` always uses the 1-6 score.
+
 The reverse is skipped when every forward sample is answered, agrees on the letter and has
 confidence >= ``gate``. The default ``gate: 1.0`` skips only the most extreme answers.
 """
@@ -22,13 +27,14 @@ from bon.errors import BonError
 from bon.protocol import PointwiseJudge, Verdict
 
 SWAP_MODES = ("both", "gated")
-CONFIDENCE_SOURCES = ("auto", "score")
+CONFIDENCE_SOURCES = ("auto", "score", "margin")
 
 
 @dataclass(frozen=True)
 class SwapPolicy:
     """``mode`` both|gated, ``gate`` the confidence a forward verdict needs to stand alone, ``confidence``
-    auto (probability, score gap or 1-6 score, whichever the judge gives) or score (the 1-6 score only)."""
+    auto (probability, score gap or 1-6 score, whichever the judge gives), score (the 1-6 score only)
+    or margin (the judge's internal margin kept in meta)."""
 
     mode: str = "both"
     gate: float = 1.0
@@ -73,6 +79,9 @@ def confidence(verdict: Verdict, judge: Any = None, source: str = "auto") -> flo
     if verdict.better is None:
         return 0.0
     meta = verdict.meta or {}
+    if source == "margin" and isinstance(meta.get("margin"), (int, float)):
+        margin = float(meta["margin"]) * (1.0 if verdict.better == "A" else -1.0)
+        return min(1.0, max(0.0, margin))
     if source == "auto":
         p_a = meta.get("p_a")
         if isinstance(p_a, (int, float)):

@@ -64,7 +64,8 @@ def test_gating_off_changes_nothing(tmp_path, strategy):
     before = run_selection(strategy(), default, _groups())
     after = run_selection(strategy(swap="both", gate=0.2), explicit, _groups())
     assert [p.as_dict() for p in before] == [p.as_dict() for p in after]
-    assert default.stats.as_dict() == explicit.stats.as_dict() and default.stats.calls_saved == 0
+    counts = lambda r: {k: v for k, v in r.stats.as_dict().items() if k != "judge_seconds"}  # noqa: E731
+    assert counts(default) == counts(explicit) and default.stats.calls_saved == 0
     assert strategy().identity() == strategy(swap="both", gate=0.3).identity()
     assert all(m.calls == 2 for p in after for m in p.matches)
 
@@ -107,6 +108,10 @@ def test_confidence_sources():
     assert confidence(Verdict("A")) == 0.0 and confidence(Verdict.failed("x")) == 0.0
     assert confidence(Verdict("A", 4, meta={"p_a": 0.9})) == pytest.approx(0.8)  # logits mode: P(A) - P(B)
     assert confidence(Verdict("A", 4, meta={"p_a": 0.9}), source="score") == 0.2
+    # a score-comparing judge's own margin, finer than its 1-6 score; a contradicting sign is no confidence
+    assert confidence(Verdict("B", 3, meta={"margin": -0.12}), source="margin") == pytest.approx(0.12)
+    assert confidence(Verdict("A", 6, meta={"margin": -0.5}), source="margin") == 0.0
+    assert confidence(Verdict("A", 6), source="margin") == 1.0
 
 
 def _text_groups(count=12, n=8):
@@ -127,6 +132,7 @@ def test_position_bias_is_caught(tmp_path):
     records = [r for p in full for m in p.matches if (r := flips.from_match(m, judge))]
     rows = flips.gate_safety(records)
     assert flips.verdict_on_gating(rows, 1.0) == "unsafe"
+    assert flips.gating_advice(rows) != "safe from gate 1"
     # the honest judge of the same family is safe where it is confident
     honest = run_selection(Knockout(), Referee(GradedJudge(), store), _groups())
     ok = [r for p in honest for m in p.matches if (r := flips.from_match(m))]

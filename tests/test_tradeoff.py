@@ -27,6 +27,7 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
     payload = json.loads((demo_run / "tradeoff.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
     assert json.loads(copy.read_text()) == payload
     assert (demo_run / "figures" / "tradeoff.png").stat().st_size > 10_000
+    assert "## Cost against quality" in (demo_run / "tradeoff.md").read_text()
     by = {(r["judge"], r["setting"]): r for r in payload["records"]}
     full = by[("scene-full", "knockout")]
     assert full["calls_per_prompt"] == 2 * (N - 1) and full["calls_made"] == 0  # the study paid for these already
@@ -35,6 +36,9 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
         gated = [by[(judge, f"knockout gated {g}")] for g in ("1", "0.6", "0.2")]
         assert all(N - 1 <= r["calls_per_prompt"] <= 2 * (N - 1) for r in gated)
         assert gated[2]["calls_per_prompt"] == N - 1  # every verdict clears gate 0.2: forward order only
+        margin = [r for (j, label), r in by.items() if j == judge and label.startswith("knockout gated margin")]
+        assert len(margin) == 4 and all(N - 1 <= r["calls_per_prompt"] <= 2 * (N - 1) for r in margin)
+        assert all(r["gating"] in ("safe", "unsafe", "unproven", "unknown") and r["gate_safety"] for r in gated + margin)
         assert by[(judge, "round-robin")]["calls_per_prompt"] == N * (N - 1)
         assert by[(judge, "round-robin early stop")]["calls_per_prompt"] <= N * (N - 1)
         assert by[(judge, "knockout seeded")]["calls_per_prompt"] == 2 * (N - 1) + (N - 1)
@@ -49,9 +53,10 @@ def test_cheapest_within_prefers_fewer_calls_inside_the_loss():
         {"judge": "j", "setting": "gated 0.2", "calls_per_prompt": 7, "loss": 3.0},
     ]
     for r in records:
-        r.update(usd_per_prompt=None, bon_score=1.0, loss_lo=0.0, loss_hi=0.0, calls_cut=None, gating=None)
+        r.update(usd_per_prompt=None, bon_score=1.0, loss_lo=r["loss"] - 0.4, loss_hi=r["loss"] + 0.4, calls_cut=None, gating=None)
     assert cheapest_within(records, 1.0)["j"]["setting"] == "gated 0.6"
-    assert cheapest_within(records, 0.1)["j"]["setting"] == "knockout"
+    assert cheapest_within(records, 0.5, bound="point")["j"]["setting"] == "gated 0.6"
+    assert cheapest_within(records, 0.5)["j"]["setting"] == "knockout"  # 0.5 + 0.4 could be lost
 
 
 def test_paired_interval_covers_the_mean():

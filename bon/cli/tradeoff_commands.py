@@ -17,33 +17,35 @@ from bon.errors import BonError
 @click.option("--judge", "judge_specs", multiple=True, help="Judge SPEC or the study's judge label (repeatable; default: the study's judges).")
 @click.option("--judge-option", "options", multiple=True, metavar="KEY=VALUE", help="Option for every --judge (YAML value), repeatable.")
 @click.option("--gate", "gates", type=click.FloatRange(0.0, 1.0), multiple=True, help="Gates of the gated knockouts (repeatable; default 1.0, 0.6, 0.2).")
+@click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True,
+              help="Gates on the judge's own margin, for judges that keep one (repeatable; default 0.25, 0.1, 0.05, 0.02).")
 @click.option("--max-loss", type=float, default=None, help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, help="Bootstrap replicates of the paired loss interval.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Also write the records as strict JSON here.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for tradeoff.json and figures/ (default: the run folder).")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], options: tuple[str, ...], gates: tuple[float, ...],
-                     max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+                     margin_gates: tuple[float, ...], max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts,
     seeded knockout, round-robin, round-robin with early stop. Stored judgments are reused."""
-    from analysis.tradeoff import DEFAULT_GATES, cheapest_within, default_settings, tradeoff, write_tradeoff
+    from analysis.tradeoff import DEFAULT_GATES, DEFAULT_MARGIN_GATES, cheapest_within, default_settings, tradeoff, write_tradeoff
     from bon.study import load_study
 
     study = load_study(run_dir)
     extra = _parse_options(options)
     specs = list(judge_specs) or [j.label for j in study.cfg.judges]
     judges = [study.judge(spec, extra or None) for spec in specs]
-    records = tradeoff(study, judges, default_settings(gates or DEFAULT_GATES), bootstrap=bootstrap)
+    records = tradeoff(study, judges, default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES), bootstrap=bootstrap)
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
-    out.print(f"{'judge':<14} {'setting':<24} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24} {'gating':>7}")
+    out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24} {'gating':>9}")
     for r in records:
         ci = f"{_fmt(r['loss'], '+.4f')} [{_fmt(r['loss_lo'], '+.4f')}, {_fmt(r['loss_hi'], '+.4f')}]"
         cut = "-" if r["calls_cut"] is None else f"{100 * r['calls_cut']:.0f}%"
-        out.print(f"{r['judge']:<14} {r['setting']:<24} {r['calls_per_prompt']:6.2f} {cut:>5} {_fmt(r['bon_score'], '.4f'):>7} "
-                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24} {r['gating'] or '':>7}")
+        out.print(f"{r['judge']:<14} {r['setting']:<28} {r['calls_per_prompt']:6.2f} {cut:>5} {_fmt(r['bon_score'], '.4f'):>7} "
+                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24} {r['gating'] or '':>9}")
     if max_loss is not None:
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f} per prompt"
-            out.print(f"cheapest within {max_loss:g} of the full protocol: {judge}: {best['setting']} "
+            out.print(f"cheapest within {max_loss:g} of the full protocol (95% upper bound): {judge}: {best['setting']} "
                       f"({best['calls_per_prompt']:.2f} calls per prompt{money})")
     out.print(f"records: {paths['json']}  figure: {paths['figure']}")
 

@@ -32,7 +32,7 @@ class Flip:
     changed: bool
 
 
-def from_match(match: MatchResult, judge: Any = None) -> Flip | None:
+def from_match(match: MatchResult, judge: Any = None, source: str = "auto") -> Flip | None:
     """A two-order match's flip record (None when either order has no answer)."""
     if not match.forward or not match.reverse:
         return None
@@ -41,7 +41,7 @@ def from_match(match: MatchResult, judge: Any = None) -> Flip | None:
         return None
     single = decide_match(match.x, match.y, [fwd], [], ("flip",)).winner
     both = decide_match(match.x, match.y, [fwd], [rev], ("flip", match.x, match.y)).winner
-    return Flip(verdict_confidence(fwd, judge), fwd.better == rev.better, both != single)
+    return Flip(verdict_confidence(fwd, judge, source), fwd.better == rev.better, both != single)
 
 
 def from_judgments(judgments: Mapping[str, Mapping[str, Any]]) -> list[Flip]:
@@ -88,7 +88,8 @@ def summary(records: Sequence[Flip]) -> dict[str, Any]:
 def gate_safety(records: Sequence[Flip], tolerance: float = 0.05, gates: Iterable[float] | None = None) -> list[dict[str, Any]]:
     """For each gate T: the share of matches a gated swap would settle on the forward order alone
     (confidence >= T), and how often the reverse changed their outcome, with a 95% Wilson upper bound.
-    ``safe`` when that upper bound is within ``tolerance``."""
+    ``safe`` when that upper bound is within ``tolerance``, ``harmful`` when the observed rate itself
+    exceeds it (otherwise there are too few such matches to tell)."""
     known = [r for r in records if r.confidence is not None]
     levels = sorted(set(gates) if gates is not None else {r.confidence for r in known}, reverse=True)
     rows = []
@@ -98,18 +99,20 @@ def gate_safety(records: Sequence[Flip], tolerance: float = 0.05, gates: Iterabl
         upper = wilson_upper(changed, len(settled))
         rows.append({"gate": gate, "settled_share": len(settled) / len(known) if known else None, "settled": len(settled),
                      "changed": changed, "changed_rate": changed / len(settled) if settled else None,
-                     "changed_upper95": upper, "safe": bool(settled) and upper is not None and upper <= tolerance})
+                     "changed_upper95": upper, "safe": bool(settled) and upper is not None and upper <= tolerance,
+                     "harmful": bool(settled) and changed / len(settled) > tolerance})
     return rows
 
 
 def verdict_on_gating(rows: Sequence[Mapping[str, Any]], gate: float) -> str:
-    """'safe', 'unsafe' or 'unknown' for one gate, from :func:`gate_safety` rows."""
+    """'safe', 'unsafe' (the reverse overturned more than the tolerance of the verdicts the gate would
+    let stand), 'unproven' (too few to tell) or 'unknown' (no confident verdicts), from :func:`gate_safety` rows."""
     row = next((r for r in rows if abs(r["gate"] - gate) < 1e-9), None)
     if row is None:
         row = next((r for r in sorted(rows, key=lambda r: r["gate"]) if r["gate"] >= gate), None)
     if row is None or not row["settled"]:
         return "unknown"
-    return "safe" if row["safe"] else "unsafe"
+    return "safe" if row["safe"] else "unsafe" if row["harmful"] else "unproven"
 
 
 def _rates(records: Sequence[Flip]) -> dict[str, Any]:
@@ -134,7 +137,9 @@ def gating_advice(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "no confidences (plain disagreement only)"
     safe = [r["gate"] for r in rows if r["safe"]]
-    return f"safe from gate {min(safe):g}" if safe else "unsafe at every gate"
+    if safe:
+        return f"safe from gate {min(safe):g}"
+    return "unsafe at every gate" if all(r["harmful"] for r in rows) else "not shown safe at any gate"
 
 
 def flip_report(items: Sequence[str | Path], bench_dir: Path | None = None, run_dir: Path | None = None,
