@@ -223,12 +223,16 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
             ys = [r[key] for r in mine if r[key] is not None]
             ax.plot(xs, ys, "-", color=colours(i % 10), alpha=0.6, lw=1.2, label=judge)
             for r in mine:
-                if r[key] is not None:
-                    ax.plot(r["calls_per_prompt"], r[key], MARKERS.get(r["family"], "o"), color=colours(i % 10), ms=6)
+                if r[key] is not None:  # hollow: the flip analysis calls this gate unsafe for the judge
+                    face = "white" if r.get("gating") == "unsafe" else colours(i % 10)
+                    ax.plot(r["calls_per_prompt"], r[key], MARKERS.get(r["family"], "o"), color=colours(i % 10), mfc=face, ms=6)
     for ax, key in zip(axes, ("Best-of-N score", "recovery (0 = random pick, 1 = oracle)")):
         ax.set_xlabel("judge calls per prompt (N candidates, one generator; log scale)")
         ax.set_ylabel(key)
         ax.set_xscale("log", base=2)
+        ticks = sorted({round(r["calls_per_prompt"]) for r in records if r["family"] in ("knockout", "round-robin")}
+                       | {round(min((r["calls_per_prompt"] for r in records), default=1))})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.grid(alpha=0.3, which="both")
     if records:
         axes[0].axhline(records[0]["random_score"], color="grey", ls=":", lw=1)
@@ -237,6 +241,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     judge_legend = fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.855, 0.9), title="judge", title_fontsize=8)
     fig.add_artist(judge_legend)
     shapes = [Line2D([], [], marker=m, ls="", color="black", label=f) for f, m in MARKERS.items()]
+    shapes.append(Line2D([], [], marker="v", ls="", color="black", mfc="white", label="gated, unsafe"))
     fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
     fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.85, 1))
@@ -317,3 +322,22 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
 
 def _num(value: Any, spec: str = ".4f") -> str:
     return "" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
+
+
+def leaderboard_rows(run_dir: Path, max_loss: float, bound: str = "upper") -> list[dict[str, Any]]:
+    """For the reranker leaderboard: per judge, its full-protocol cost and the cheapest setting within
+    ``max_loss`` (calls and money per prompt), from the run's ``tradeoff.json`` ([] if never computed)."""
+    payload = load_tradeoff(run_dir)
+    if not payload:
+        return []
+    records = payload.get("records") or []
+    full = {r["judge"]: r for r in records if r["setting"] == REFERENCE}
+    rows = []
+    for judge, best in cheapest_within(records, max_loss, bound).items():
+        ref = full.get(judge, {})
+        rows.append({"judge": judge, "max_loss": max_loss, "full_calls_per_prompt": ref.get("calls_per_prompt"),
+                     "full_usd_per_prompt": ref.get("usd_per_prompt"), "full_bon_score": ref.get("bon_score"),
+                     "cheapest_setting": best["setting"], "calls_per_prompt": best["calls_per_prompt"],
+                     "usd_per_prompt": best["usd_per_prompt"], "bon_score": best["bon_score"], "loss": best["loss"],
+                     "loss_hi": best["loss_hi"], "calls_cut": best["calls_cut"], "gating": best["gating"]})
+    return rows

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.tradeoff import cheapest_within, paired_interval
+from analysis.tradeoff import cheapest_within, leaderboard_rows, paired_interval
 from bon.cli import main
 
 N = 4
@@ -44,6 +44,9 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
         assert by[(judge, "knockout seeded")]["calls_per_prompt"] == 2 * (N - 1) + (N - 1)
         assert all(r["loss_lo"] <= r["loss"] <= r["loss_hi"] for r in payload["records"] if r["judge"] == judge)
     assert set(payload["cheapest_within"]["judges"]) >= {"scene-full", "position-bias"}
+    rows = leaderboard_rows(demo_run, 0.02)
+    assert {r["judge"] for r in rows} == {"scene-full", "position-bias"}
+    assert all(r["calls_per_prompt"] <= r["full_calls_per_prompt"] and r["loss_hi"] <= 0.02 for r in rows)
 
 
 def test_cheapest_within_prefers_fewer_calls_inside_the_loss():
