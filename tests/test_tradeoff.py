@@ -31,7 +31,7 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
     by = {(r["judge"], r["setting"]): r for r in payload["records"]}
     full = by[("scene-full", "knockout")]
     assert full["calls_per_prompt"] == 2 * (N - 1) and full["calls_made"] == 0  # the study paid for these already
-    assert full["loss"] == 0 and full["calls_cut"] == 0 and "gate_safety" in full
+    assert full["loss"] == 0 and full["calls_cut"] == 0 and full["gating"] is None
     for judge in ("scene-full", "position-bias"):
         gated = [by[(judge, f"knockout gated {g}")] for g in ("1", "0.6", "0.2")]
         assert all(N - 1 <= r["calls_per_prompt"] <= 2 * (N - 1) for r in gated)
