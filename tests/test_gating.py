@@ -205,3 +205,14 @@ def test_flips_from_official_files():
     s = flips.summary(records)
     assert s["pairs"] == 3 and s["disagree_rate"] == pytest.approx(2 / 3)
     assert [row["confidence"] for row in s["by_confidence"]] == [0.2, 1.0]
+
+
+def test_seed_by_another_judge_counts_its_calls(tmp_path):
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    referee = Referee(GradedJudge(), store)
+    picks = run_selection(Knockout(seed="text-overlap"), referee, _groups())
+    assert [p.index for p in picks] == [v.index(max(v)) for v in VALUES]
+    assert all(p.seed_calls == 7 for p in picks)
+    assert referee.stats.calls_made + referee.stats.calls_cached == sum(p.calls for p in picks)
+    with pytest.raises(BonError, match="knockout seed 'no-such-judge'"):
+        run_selection(Knockout(seed="no-such-judge"), referee, _groups())
