@@ -165,8 +165,17 @@ def flip_report(items: Sequence[str | Path], bench_dir: Path | None = None, run_
             raise BonError(f"{folder}: no judgment files (run the study first)")
         named += [(f"{p.parent.name}/{p.name}", p) for p in found]
     files: dict[str, Any] = {}
+    by_judge: dict[str, list[Flip]] = {}
     for name, path in named:
         records = from_judgments(load_judgments(path))
-        rows = gate_safety(records, tolerance)
-        files[name] = {"file": str(path), "summary": summary(records), "gate_safety": rows, "verdict": gating_advice(rows)}
+        files[name] = _entry(records, tolerance, str(path))
+        if run_dir is not None and "/" in name:
+            by_judge.setdefault(name.split("/")[0], []).extend(records)
+    for judge, records in by_judge.items():  # a judge's tasks together: more pairs, a firmer verdict
+        files[f"{judge}/all tasks"] = _entry(records, tolerance, None)
     return {"tolerance": tolerance, "files": files}
+
+
+def _entry(records: Sequence[Flip], tolerance: float, file: str | None) -> dict[str, Any]:
+    rows = gate_safety(records, tolerance)
+    return {"file": file, "summary": summary(records), "gate_safety": rows, "verdict": gating_advice(rows)}
