@@ -149,16 +149,19 @@ def paired_interval(diffs: np.ndarray, bootstrap: int, seed: int, level: float =
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
 
 
-def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper") -> dict[str, dict[str, Any]]:
+def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper",
+                    allow_unsafe: bool = False) -> dict[str, dict[str, Any]]:
     """Per judge: the setting with the fewest calls per prompt that stays within ``max_loss`` of the full
     protocol's Best-of-N score: by the upper end of its 95% loss interval (``bound="upper"``, the
     default: a loss that could be larger does not qualify) or by the point estimate (``"point"``).
-    The full protocol itself qualifies when nothing cheaper does."""
+    Gates the flip analysis calls unsafe are left out unless ``allow_unsafe`` (a small measured loss
+    on these prompts does not make a gate that overturns outcomes safe on the next ones). The full
+    protocol itself qualifies when nothing cheaper does."""
     key = "loss_hi" if bound == "upper" else "loss"
     best: dict[str, dict[str, Any]] = {}
     for r in records:
         value = r.get(key)
-        if value is None or not math.isfinite(value) or value > max_loss:
+        if value is None or not math.isfinite(value) or value > max_loss or (r.get("gating") == "unsafe" and not allow_unsafe):
             continue
         cur = best.get(r["judge"])
         if cur is None or r["calls_per_prompt"] < cur["calls_per_prompt"] - 1e-9:
@@ -313,7 +316,7 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
         lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
     if max_loss is not None:
         lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "
-                      "(upper end of its 95% interval):"]
+                      "(upper end of its 95% interval; unsafe gates left out):"]
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
             lines.append(f"- {judge}: {best['setting']} ({best['calls_per_prompt']:.2f} calls/prompt{money})")

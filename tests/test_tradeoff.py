@@ -60,6 +60,9 @@ def test_cheapest_within_prefers_fewer_calls_inside_the_loss():
     assert cheapest_within(records, 1.0)["j"]["setting"] == "gated 0.6"
     assert cheapest_within(records, 0.5, bound="point")["j"]["setting"] == "gated 0.6"
     assert cheapest_within(records, 0.5)["j"]["setting"] == "knockout"  # 0.5 + 0.4 could be lost
+    records[1]["gating"] = "unsafe"
+    assert cheapest_within(records, 1.0)["j"]["setting"] == "knockout"
+    assert cheapest_within(records, 1.0, allow_unsafe=True)["j"]["setting"] == "gated 0.6"
 
 
 def test_paired_interval_covers_the_mean():
