@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generator as _Coroutine, Protocol, Sequence
 
 from bon.content import Candidate, Content, Prompt
 from bon.protocol import Comparison, MatchResult, Verdict, score_from_margin, seeded_coin
+from bon.swap import SwapPolicy
 
 # Settings that change how a plugin runs, never what it answers: left out of every identity.
 RUN_ONLY = frozenset({
@@ -204,7 +205,16 @@ class PointwiseJudge(PairwiseJudge):
 
 # --- selection strategies ---------------------------------------------------------------------
 
-Bracket = _Coroutine[list[tuple[int, int]], list[MatchResult], int]
+@dataclass
+class Finish:
+    """What a bracket may return instead of a bare winner: the winner and the matches it chose not to
+    ask (an early stop), so the driver can report the calls saved."""
+
+    winner: int
+    skipped_matches: int = 0
+
+
+Bracket = _Coroutine[list[tuple[int, int]], list[MatchResult], "int | Finish"]
 
 
 class Strategy(Plugin, ABC):
@@ -212,6 +222,12 @@ class Strategy(Plugin, ABC):
 
     kind = "strategy"
     name = "strategy"
+    swap: SwapPolicy = SwapPolicy()  # pairwise strategies: both orders (the protocol) or a gated swap
+
+    def seed_scores(self, referee: Any, groups: Sequence[Any]) -> list[tuple[list[float | None], int]] | None:
+        """Per group (:class:`bon.selection.base.Group`), one score per candidate to seed the bracket with
+        and the judge decisions that cost (None: no seeding)."""
+        return None
 
     @abstractmethod
     def bracket(self, n: int, key: tuple) -> Bracket:

@@ -1,8 +1,9 @@
 """The referee: the only way strategies and stages reach a judge.
 
-It asks matches in both orders, serves every judgment it has seen before from the store, sends the
-rest to the judge as one batch (so local models batch and API judges run concurrently), and counts
-what was paid for and what came free.
+It asks matches in both orders (or, with a gated swap, the reverse only after an unsure forward
+verdict), serves every judgment it has seen before from the store, sends the rest to the judge as one
+batch (so local models batch and API judges run concurrently), and counts what was paid for, what
+came free and what gating or an early stop saved.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from bon.errors import BonError
 from bon.plugins import PairwiseJudge, PointwiseJudge, Score
 from bon.protocol import Comparison, MatchResult, Verdict, decide_match
 from bon.store import JudgmentStore, usage_of
+from bon.swap import SwapPolicy
 
 
 class BudgetExhausted(BonError):
@@ -45,6 +47,7 @@ class CallStats:
     calls_made: int = 0
     calls_cached: int = 0
     missing: int = 0
+    calls_saved: int = 0  # calls the full protocol would have asked that gating or an early stop skipped
     seconds: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -63,6 +66,7 @@ class CallStats:
             "calls_made": self.calls_made,
             "calls_cached": self.calls_cached,
             "missing": self.missing,
+            "calls_saved": self.calls_saved,
             "judge_seconds": round(self.seconds, 3),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -154,18 +158,38 @@ class Referee:
             self.stats.calls_made += len(todo)
         return [known[k] for k in keys]
 
-    def play(self, matches: Sequence[Match]) -> list[MatchResult]:
-        """Both orders (times ``samples``) of every match, asked as one batch, merged by the tie rule."""
+    def play(self, matches: Sequence[Match], swap: SwapPolicy | None = None) -> list[MatchResult]:
+        """Both orders (times ``samples``) of every match, merged by the tie rule. With a gated
+        ``swap`` the forward orders go first, as one batch, and a second batch asks the reverse only
+        of matches whose forward verdict is not confident; a single-order match is decided by its
+        forward verdict alone (rule ``gated``)."""
+        if swap is None or not swap.gated:
+            return self._play_both(matches)
+        forward = self.ask([Comparison(m.prompt, m.x_content, m.y_content, s) for m in matches for s in range(self.samples)])
+        chunks = [forward[i * self.samples : (i + 1) * self.samples] for i in range(len(matches))]
+        unsure = [i for i, fwd in enumerate(chunks) if swap.needs_reverse(fwd, self.judge)]
+        reverse = self.ask([Comparison(matches[i].prompt, matches[i].y_content, matches[i].x_content, s)
+                            for i in unsure for s in range(self.samples)])
+        backs = {i: reverse[k * self.samples : (k + 1) * self.samples] for k, i in enumerate(unsure)}
+        self.stats.calls_saved += (len(matches) - len(unsure)) * self.samples
+        results = []
+        for i, m in enumerate(matches):
+            result = decide_match(m.x, m.y, chunks[i], backs.get(i, []), self._coin_key(m))
+            if i not in backs:
+                result.rule = "gated"
+            results.append(result)
+        return results
+
+    def _play_both(self, matches: Sequence[Match]) -> list[MatchResult]:
         comparisons: list[Comparison] = []
         for m in matches:
             for s in range(self.samples):
                 comparisons.append(Comparison(m.prompt, m.x_content, m.y_content, s))
                 comparisons.append(Comparison(m.prompt, m.y_content, m.x_content, s))
         verdicts = self.ask(comparisons)
-        results = []
         step = 2 * self.samples
-        for i, m in enumerate(matches):
-            chunk = verdicts[i * step : (i + 1) * step]
-            coin_key = (self.seed, self.judge_id, m.prompt.id, m.tag, m.x, m.y)
-            results.append(decide_match(m.x, m.y, chunk[0::2], chunk[1::2], coin_key))
-        return results
+        return [decide_match(m.x, m.y, verdicts[i * step : (i + 1) * step][0::2], verdicts[i * step : (i + 1) * step][1::2],
+                             self._coin_key(m)) for i, m in enumerate(matches)]
+
+    def _coin_key(self, m: Match) -> tuple:
+        return (self.seed, self.judge_id, m.prompt.id, m.tag, m.x, m.y)

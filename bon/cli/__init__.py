@@ -125,3 +125,4 @@ def main(argv: list[str] | None = None) -> int:
 
 from bon.cli import analysis_commands, mmrb2_commands, study_commands  # noqa: E402,F401  (register the commands)
 from bon.cli import scale_commands  # noqa: E402,F401  (bon merge)
+from bon.cli import tradeoff_commands  # noqa: E402,F401  (bon tradeoff, bon mmrb2 flips)

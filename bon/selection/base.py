@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bon.content import Candidate, Prompt
-from bon.plugins import Bracket, PointwiseStrategy, Strategy
+from bon.plugins import Bracket, Finish, PointwiseStrategy, Strategy
 from bon.protocol import MatchResult
 from bon.referee import Match, Referee
 
-__all__ = ["Bracket", "Group", "Pick", "PointwiseStrategy", "Strategy", "run_selection"]
+__all__ = ["Bracket", "Finish", "Group", "Pick", "PointwiseStrategy", "Strategy", "run_selection"]
 
 
 @dataclass
@@ -20,11 +20,13 @@ class Pick:
     index: int
     matches: list[MatchResult] = field(default_factory=list)
     scores: list[float | None] | None = None  # pointwise strategies: one score per candidate
+    seed_calls: int = 0  # judge decisions spent seeding the bracket
+    skipped_matches: int = 0  # matches an early stop did not ask
 
     @property
     def calls(self) -> int:
         """Judge decisions this pick used, made now or served from the store."""
-        return sum(m.calls for m in self.matches) + len(self.scores or [])
+        return sum(m.calls for m in self.matches) + len(self.scores or []) + self.seed_calls
 
     @property
     def missing(self) -> int:
@@ -40,6 +42,8 @@ class Pick:
             "calls": self.calls,
             "missing": self.missing,
             "matches": [[m.x, m.y, m.winner, m.rule] for m in self.matches],
+            **({"seed_calls": self.seed_calls} if self.seed_calls else {}),
+            **({"skipped_matches": self.skipped_matches} if self.skipped_matches else {}),
         }
 
 
@@ -52,11 +56,17 @@ def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group],
         return _run_pointwise(strategy, referee, groups, seed)
     picks: list[Pick] = []
     live: list[tuple[Bracket, Pick, Group, list[tuple[int, int]]]] = []
-    for prompt, cands in groups:
+    seeds = strategy.seed_scores(referee, groups)
+    for i, (prompt, cands) in enumerate(groups):
         gen_name = cands[0].generator if cands else ""
         pick = Pick(prompt.id, gen_name, -1)
         picks.append(pick)
-        bracket = strategy.bracket(len(cands), (seed, prompt.id, gen_name))
+        key = (seed, prompt.id, gen_name)
+        if seeds is None:
+            bracket = strategy.bracket(len(cands), key)
+        else:
+            scores, pick.seed_calls = seeds[i]
+            bracket = strategy.bracket(len(cands), key, scores=scores)
         _advance(bracket, None, pick, (prompt, cands), live)
     while live:
         matches = [
@@ -64,13 +74,14 @@ def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group],
             for _, pick, (prompt, cands), pending in live
             for x, y in pending
         ]
-        results = referee.play(matches)
+        results = referee.play(matches, swap=strategy.swap)
         waiting, live, pos = live, [], 0
         for bracket, pick, group, pending in waiting:
             mine = results[pos : pos + len(pending)]
             pos += len(pending)
             pick.matches.extend(mine)
             _advance(bracket, mine, pick, group, live)
+    referee.stats.calls_saved += sum(p.skipped_matches for p in picks) * 2 * referee.samples
     return picks
 
 
@@ -93,4 +104,7 @@ def _advance(bracket: Bracket, results, pick: Pick, group: Group, live: list) ->
             pending = bracket.send([])
         live.append((bracket, pick, group, pending))
     except StopIteration as stop:
-        pick.index = stop.value
+        if isinstance(stop.value, Finish):
+            pick.index, pick.skipped_matches = stop.value.winner, stop.value.skipped_matches
+        else:
+            pick.index = stop.value

@@ -7,6 +7,7 @@ unless every score is missing, in which case the seeded coin picks among all can
 from __future__ import annotations
 
 import hashlib
+
 from bon.selection.base import PointwiseStrategy
 
 

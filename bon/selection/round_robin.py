@@ -4,18 +4,26 @@ Aggregates: ``copeland`` (matches won, each decided by the match tie rule), ``bo
 scores from each candidate's side over all its comparisons) and ``bradley-terry`` (strengths fitted
 with choix on every non-missing verdict). Tie rule: equal aggregates are split by summed score, then
 by a coin seeded with the group's key.
+
+``early_stop: true`` (Copeland only) plays the matches in rounds (the circle method) and stops asking
+a match once neither of its candidates can still reach the leader's number of wins (or once only one
+candidate can): the winner is exactly the one the full round-robin picks, and the matches not
+asked are counted as calls saved. ``swap: gated`` asks a match's reverse order only when the forward
+verdict is not confident (see :mod:`bon.swap`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+from typing import Any
 
 import numpy as np
 
 from bon.errors import BonError
 from bon.protocol import MatchResult, votes_for_x
-from bon.selection.base import Bracket, Strategy
+from bon.selection.base import Bracket, Finish, Strategy
+from bon.swap import swap_policy
 
 AGGREGATES = ("copeland", "borda", "bradley-terry")
 
@@ -23,18 +31,63 @@ AGGREGATES = ("copeland", "borda", "bradley-terry")
 class RoundRobin(Strategy):
     name = "round-robin"
 
-    def __init__(self, aggregate: str = "copeland") -> None:
+    def __init__(self, aggregate: str = "copeland", swap: str = "both", gate: float = 1.0, confidence: str = "auto",
+                 early_stop: bool = False) -> None:
         if aggregate not in AGGREGATES:
             raise BonError(f"round-robin: aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+        if not isinstance(early_stop, bool):
+            raise BonError(f"round-robin: early_stop must be true or false, got {early_stop!r}")
+        if early_stop and aggregate != "copeland":
+            raise BonError(f"round-robin: early_stop needs aggregate copeland (a {aggregate} total can change until the last match)")
         self.aggregate = aggregate
+        self.early_stop = early_stop
+        self.swap = swap_policy(swap, gate, confidence, where="round-robin")
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name, "aggregate": self.aggregate, **({"early_stop": True} if self.early_stop else {}),
+                **self.swap.identity()}
 
     def bracket(self, n: int, key: tuple) -> Bracket:
         if n < 1:
             raise BonError(f"round-robin: no candidates for {key}")
         if n == 1:
             return 0
+        if self.early_stop:
+            return (yield from _copeland_early_stop(n, key))
         results = yield list(itertools.combinations(range(n), 2))
         return pick_best(self.aggregate, n, results, key)
+
+
+def circle_rounds(n: int) -> list[list[tuple[int, int]]]:
+    """Every pair of 0..n-1 once, in rounds where each candidate plays at most once (circle method)."""
+    players: list[int | None] = list(range(n)) + ([None] if n % 2 else [])
+    rounds = []
+    for _ in range(len(players) - 1):
+        half = len(players) // 2
+        pairs = [(players[i], players[-1 - i]) for i in range(half)]
+        rounds.append([(min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None])
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def _copeland_early_stop(n: int, key: tuple) -> Bracket:
+    wins, left = [0] * n, [n - 1] * n
+    played: list[MatchResult] = []
+    skipped = 0
+    for pairs in circle_rounds(n):
+        lead = max(wins)
+        alive = {c for c in range(n) if wins[c] + left[c] >= lead}
+        ask = [(x, y) for x, y in pairs if len(alive) > 1 and (x in alive or y in alive)]
+        skipped += len(pairs) - len(ask)
+        for x, y in pairs:
+            left[x] -= 1
+            left[y] -= 1
+        if ask:
+            results = yield ask
+            for r in results:
+                wins[r.winner] += 1
+            played += results
+    return Finish(pick_best("copeland", n, played, key), skipped)
 
 
 def pick_best(aggregate: str, n: int, results: list[MatchResult], key: tuple) -> int:

@@ -17,8 +17,9 @@ def strategy_label(strategy: Strategy) -> str:
         defaults = {k: p.default for k, p in inspect.signature(type(strategy)).parameters.items()}
     except (TypeError, ValueError):
         defaults = {}
-    settings = {k: v for k, v in strategy.identity().items() if k != "name"}
-    return "-".join([strategy.name, *(str(v) for k, v in settings.items() if defaults.get(k) != v)])
+    settings = {k: v for k, v in strategy.identity().items() if k not in ("name", "plugin", "version")}
+    changed = [(k, v) for k, v in settings.items() if k in defaults and defaults[k] != v]
+    return "-".join([strategy.name, *(k.replace("_", "-") if v is True else str(v) for k, v in changed)])
 
 
 def select(

@@ -36,18 +36,24 @@ class PositionBiasJudge(ScoringJudge):
     """Says "A" with probability ``bias``; otherwise prefers the response with more ink (darker
     images), or, when neither side has images, the longer text.
 
-    Options: ``bias`` (default 0.8), the probability of answering "A" without looking.
+    Options: ``bias`` (default 0.8), the probability of answering "A" without looking; ``confident``
+    (default false): its unlooking answers say "A much better" (6), the overconfident kind of bias
+    that a confidence-gated swap cannot see.
     """
 
     algorithm = "position-bias"
     version = 1
     margin_scale = 8.0  # ink differences of a few percent are what this signal sees
 
-    def __init__(self, name: str | None = None, seed: int = 0, bias: float = 0.8) -> None:
+    def __init__(self, name: str | None = None, seed: int = 0, bias: float = 0.8, confident: bool = False) -> None:
         super().__init__(name=name, seed=seed)
         if not 0.0 <= float(bias) <= 1.0:
             raise BonError(f"{name or self.algorithm}: bias must lie in [0, 1], got {bias}")
         self.bias = float(bias)
+        self.confident = bool(confident)
+
+    def options(self) -> dict[str, Any]:
+        return {"bias": self.bias, **({"confident": True} if self.confident else {})}
 
     def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
         return ink(response), {}
@@ -66,7 +72,7 @@ class PositionBiasJudge(ScoringJudge):
             margin, signal = 0.0, "none"
         biased = seeded_uniform(*key, "position") < self.bias
         if biased:
-            better, score = score_from_margin(max(margin, 0.0), coin=True)
+            better, score = ("A", 6) if self.confident else score_from_margin(max(margin, 0.0), coin=True)
         else:
             better, score = score_from_margin(margin, coin=seeded_coin(*key))
         return Verdict(better=better, score=score, meta={"biased": biased, "signal": signal, "margin": round(margin, 4)})

@@ -1,0 +1,346 @@
+"""What a judge's Best-of-N result costs: judge calls per prompt against Best-of-N score and recovery,
+for every way of running the judge (the MMRB2 two-order knockout, knockouts with gated swaps, a
+seeded knockout, round-robin with and without an early stop).
+
+Everything runs through the study's judgment store, so judgments any setting shares with the study (or
+with another setting) are free and only new match-ups cost calls. "Calls per prompt" counts every judge
+decision a setting uses for one prompt's N candidates of one generator, whether it was paid now or
+served from the store: the price of that setting on fresh data.
+
+Each setting is compared with the full protocol (knockout, both orders) on the same prompts: the
+loss in Best-of-N score gets a 95% paired-bootstrap interval over prompts. The full protocol's matches
+also give the reverse-flip analysis (:mod:`bon.mmrb2.flips`) that says at which gates skipping the
+reverse order is safe for this judge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bon import registry
+from bon.errors import BonError
+from bon.mmrb2 import flips
+from bon.referee import Referee
+from bon.runfolder import write_json, write_text
+from bon.seeds import derive_seed
+from bon.selection import run_selection
+from bon.store import JudgmentStore
+
+DEFAULT_GATES = (1.0, 0.6, 0.2)  # on the 1-6 score's extremity: 6/1, 5/2 and up, every answer
+DEFAULT_MARGIN_GATES = (0.25, 0.1, 0.05, 0.02)  # on the judge's own margin, for judges that keep one
+REFERENCE = "knockout"
+FIGURE = Path("figures") / "tradeoff.png"  # inside the run folder
+RECORDS = "tradeoff.json"
+MARKDOWN = "tradeoff.md"
+
+
+@dataclass(frozen=True)
+class Setting:
+    label: str
+    strategy: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    family: str = "knockout"
+    gate: float | None = None
+
+    @property
+    def confidence(self) -> str:
+        return str(self.options.get("confidence", "auto"))
+
+
+def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Sequence[float] = DEFAULT_MARGIN_GATES) -> list[Setting]:
+    """Knockout (both orders: the reference), gated knockouts (on the 1-6 score, and on the judge's own
+    margin where its verdicts keep one), seeded knockout, round-robin, early-stopped round-robin."""
+    return [
+        Setting(REFERENCE, "knockout", {}, "knockout"),
+        *(Setting(f"knockout gated {g:g}", "knockout", {"swap": "gated", "gate": float(g)}, "gated", float(g)) for g in gates),
+        *(Setting(f"knockout gated margin {g:g}", "knockout", {"swap": "gated", "gate": float(g), "confidence": "margin"},
+                  "gated", float(g)) for g in margin_gates),
+        Setting("knockout seeded", "knockout", {"seed": "self"}, "seeded"),
+        Setting("round-robin", "round-robin", {}, "round-robin"),
+        Setting("round-robin early stop", "round-robin", {"early_stop": True}, "early-stop"),
+    ]
+
+
+def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | None = None, bootstrap: int = 2000,
+             tolerance: float = 0.05) -> list[dict[str, Any]]:
+    """One record per (judge, setting) of a finished study (``bon.study.load_study``)."""
+    settings = list(settings or default_settings())
+    if not settings or settings[0].label != REFERENCE:
+        raise BonError(f"trade-off: the first setting must be the reference {REFERENCE!r}")
+    groups = [(p, by_prompt[p.id]) for by_prompt in study.candidates.values() for p in study.prompts]
+    if not groups:
+        raise BonError(f"{study.run.root}: no Best-of-N prompts in this study; nothing to trade off")
+    baseline = _baselines(study.scores, groups)
+    costs = usd_per_call(study.run.root / "stats.json")
+    store = JudgmentStore(study.run.store)
+    records: list[dict[str, Any]] = []
+    try:
+        for judge in judges:
+            reference, matches, safety = None, [], {}
+            for setting in settings:
+                if setting.confidence == "margin" and not _has_margins(matches):
+                    continue  # this judge keeps no margin: the setting would repeat the score-gated ones
+                referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+                strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
+                picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
+                picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
+                if reference is None:
+                    reference, matches = picked, [m for p in picks for m in p.matches]
+                if setting.gate is not None and setting.confidence not in safety:
+                    safety[setting.confidence] = flips.gate_safety(
+                        [r for m in matches if (r := flips.from_match(m, judge, setting.confidence))], tolerance)
+                calls = sum(p.calls for p in picks) / len(groups)
+                records.append(_record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
+                                       safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label)))
+    finally:
+        store.close()
+    _add_cuts(records)
+    return records
+
+
+def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, reference: np.ndarray, baseline: dict,
+            referee: Referee, costs: Mapping[str, float], safety: dict, bootstrap: int, seed: int) -> dict[str, Any]:
+    bon = _nanmean(picked)
+    lo, hi = paired_interval(reference - picked, bootstrap, seed)
+    spread = baseline["oracle"] - baseline["random"]
+    per_call = costs.get(judge, 0.0)
+    return {
+        "judge": judge, "setting": setting.label, "family": setting.family, "strategy": setting.strategy,
+        "options": dict(setting.options), "gate": setting.gate, "prompts": int(len(picked)),
+        "calls_per_prompt": calls, "usd_per_prompt": calls * per_call if per_call == per_call else None,
+        "bon_score": bon, "recovery": (bon - baseline["random"]) / spread if spread > 0 else None,
+        "random_score": baseline["random"], "oracle_score": baseline["oracle"],
+        "loss": _nanmean(reference - picked), "loss_lo": lo, "loss_hi": hi,
+        "picks_changed": int(np.sum(~np.isclose(picked, reference, equal_nan=True))),
+        "calls_made": referee.stats.calls_made, "calls_cached": referee.stats.calls_cached,
+        "calls_saved": referee.stats.calls_saved,
+        "gating": flips.verdict_on_gating(safety[setting.confidence], setting.gate) if setting.gate is not None else None,
+        **({"gate_safety": safety[setting.confidence]} if setting.gate is not None else {}),
+    }
+
+
+def _has_margins(matches: Sequence[Any]) -> bool:
+    return any(isinstance(v.meta.get("margin"), (int, float)) for m in matches for v in m.forward[:1])
+
+
+def _add_cuts(records: list[dict[str, Any]]) -> None:
+    full = {r["judge"]: r["calls_per_prompt"] for r in records if r["setting"] == REFERENCE}
+    for r in records:
+        ref = full.get(r["judge"])
+        r["calls_cut"] = 1.0 - r["calls_per_prompt"] / ref if ref else None
+        r["loss_ci_includes_0"] = r["loss_lo"] is not None and r["loss_lo"] <= 0.0 <= r["loss_hi"]
+
+
+def paired_interval(diffs: np.ndarray, bootstrap: int, seed: int, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of the mean paired difference, resampling prompts."""
+    d = diffs[np.isfinite(diffs)]
+    if d.size == 0:
+        return None, None
+    if np.all(d == d[0]):
+        return float(d[0]), float(d[0])
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(bootstrap, d.size))].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
+
+
+def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper",
+                    allow_unsafe: bool = False) -> dict[str, dict[str, Any]]:
+    """Per judge: the setting with the fewest calls per prompt that stays within ``max_loss`` of the full
+    protocol's Best-of-N score: by the upper end of its 95% loss interval (``bound="upper"``, the
+    default: a loss that could be larger does not qualify) or by the point estimate (``"point"``).
+    Gates the flip analysis calls unsafe are left out unless ``allow_unsafe`` (a small measured loss
+    on these prompts does not make a gate that overturns outcomes safe on the next ones). The full
+    protocol itself qualifies when nothing cheaper does."""
+    key = "loss_hi" if bound == "upper" else "loss"
+    best: dict[str, dict[str, Any]] = {}
+    for r in records:
+        value = r.get(key)
+        if value is None or not math.isfinite(value) or value > max_loss or (r.get("gating") == "unsafe" and not allow_unsafe):
+            continue
+        cur = best.get(r["judge"])
+        if cur is None or r["calls_per_prompt"] < cur["calls_per_prompt"] - 1e-9:
+            best[r["judge"]] = {k: r.get(k) for k in ("judge", "setting", "calls_per_prompt", "usd_per_prompt", "bon_score",
+                                                       "loss", "loss_lo", "loss_hi", "calls_cut", "gating")}
+    return best
+
+
+def usd_per_call(stats_path: Path) -> dict[str, float]:
+    """Money per paid judge call from ``stats.json`` (0 for judges that cost nothing, NaN if never paid)."""
+    import json
+
+    if not stats_path.exists():
+        return {}
+    try:
+        judges = (json.loads(stats_path.read_text(encoding="utf-8")) or {}).get("judges") or {}
+    except (OSError, ValueError) as exc:
+        raise BonError(f"{stats_path}: unreadable ({exc})") from None
+    out = {}
+    for name, s in judges.items():
+        made = float((s or {}).get("calls_made", 0) or 0)
+        out[name] = float(s.get("cost_usd", 0.0) or 0.0) / made if made else math.nan
+    return out
+
+
+def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path | None = None,
+                   json_out: Path | None = None, max_loss: float | None = None) -> dict[str, Path]:
+    """``tradeoff.json`` (records, cheapest settings) and ``figures/tradeoff.png`` in the run folder (or ``out_dir``)."""
+    folder = Path(out_dir) if out_dir else Path(run_root)
+    payload = {"records": [_strict(r) for r in records], "reference": REFERENCE}
+    if max_loss is not None:
+        payload["cheapest_within"] = {"max_loss": max_loss, "judges": _strict(cheapest_within(records, max_loss))}
+    paths = {"json": folder / RECORDS, "figure": folder / FIGURE, "markdown": folder / MARKDOWN}
+    write_json(paths["json"], payload)
+    write_text(paths["markdown"], tradeoff_markdown(records, max_loss))
+    if json_out:
+        write_json(Path(json_out), payload)
+        paths["json_copy"] = Path(json_out)
+    tradeoff_figure(records, paths["figure"])
+    return paths
+
+
+MARKERS = {"knockout": "o", "gated": "v", "seeded": "s", "round-robin": "D", "early-stop": "X"}
+
+
+def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Calls per prompt (x) against Best-of-N score and recovery (y): one line per judge through its
+    settings, one marker shape per kind of setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    judges = list(dict.fromkeys(r["judge"] for r in records))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4))
+    colours = plt.get_cmap("tab10")
+    for i, judge in enumerate(judges):
+        mine = sorted((r for r in records if r["judge"] == judge), key=lambda r: r["calls_per_prompt"])
+        for ax, key in zip(axes, ("bon_score", "recovery")):
+            xs = [r["calls_per_prompt"] for r in mine if r[key] is not None]
+            ys = [r[key] for r in mine if r[key] is not None]
+            ax.plot(xs, ys, "-", color=colours(i % 10), alpha=0.6, lw=1.2, label=judge)
+            for r in mine:
+                if r[key] is not None:  # hollow: the flip analysis calls this gate unsafe for the judge
+                    face = "white" if r.get("gating") == "unsafe" else colours(i % 10)
+                    ax.plot(r["calls_per_prompt"], r[key], MARKERS.get(r["family"], "o"), color=colours(i % 10), mfc=face, ms=6)
+    for ax, key in zip(axes, ("Best-of-N score", "recovery (0 = random pick, 1 = oracle)")):
+        ax.set_xlabel("judge calls per prompt (N candidates, one generator; log scale)")
+        ax.set_ylabel(key)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({round(r["calls_per_prompt"]) for r in records if r["family"] in ("knockout", "round-robin")}
+                       | {round(min((r["calls_per_prompt"] for r in records), default=1))})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.grid(alpha=0.3, which="both")
+    if records:
+        axes[0].axhline(records[0]["random_score"], color="grey", ls=":", lw=1)
+        axes[0].axhline(records[0]["oracle_score"], color="grey", ls="--", lw=1)
+    handles, labels = axes[0].get_legend_handles_labels()
+    judge_legend = fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.855, 0.9), title="judge", title_fontsize=8)
+    fig.add_artist(judge_legend)
+    shapes = [Line2D([], [], marker=m, ls="", color="black", label=f) for f, m in MARKERS.items()]
+    shapes.append(Line2D([], [], marker="v", ls="", color="black", mfc="white", label="gated, unsafe"))
+    fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
+    fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _baselines(scores: Mapping, groups: Sequence) -> dict[str, float]:
+    means, bests = [], []
+    for _, cands in groups:
+        vals = [v for c in cands if (v := (scores.get(c.key) or {}).get("score")) is not None]
+        if vals:
+            means.append(float(np.mean(vals)))
+            bests.append(float(np.max(vals)))
+    return {"random": _nanmean(np.array(means)), "oracle": _nanmean(np.array(bests))}
+
+
+def _score(scores: Mapping, group: tuple, index: int) -> float:
+    value = (scores.get(group[1][index].key) or {}).get("score") if index >= 0 else None
+    return math.nan if value is None else float(value)
+
+
+def _nanmean(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)] if values.size else values
+    return float(finite.mean()) if finite.size else None
+
+
+def _strict(value: Any) -> Any:
+    """Strict JSON: NaN and infinities become null."""
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def load_tradeoff(run_dir: Path) -> dict[str, Any] | None:
+    """The plain records a report shows (``tradeoff.json`` of ``bon tradeoff``), or None if never computed."""
+    import json
+
+    path = Path(run_dir) / RECORDS
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BonError(f"{path}: unreadable ({exc})") from None
+
+
+def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | None = None) -> str:
+    """A report section: the table, the cheapest setting per judge within ``max_loss``, and which gates
+    the reverse-flip analysis calls unsafe (a judge whose confident answers the reverse order overturns)."""
+    lines = ["## Cost against quality", "",
+             f"![trade-off]({FIGURE.as_posix()})", "",
+             "| judge | setting | calls/prompt | calls cut | Best-of-N | recovery | loss vs full [95% CI] | gating |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
+    for r in records:
+        cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
+        loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
+        lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+                     f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
+    unsafe = [r for r in records if r.get("gating") == "unsafe"]
+    if unsafe:
+        lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches):"]
+        lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
+    if max_loss is not None:
+        lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "
+                      "(upper end of its 95% interval; unsafe gates left out):"]
+        for judge, best in cheapest_within(records, max_loss).items():
+            money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
+            lines.append(f"- {judge}: {best['setting']} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: Any, spec: str = ".4f") -> str:
+    return "" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
+
+
+def leaderboard_rows(run_dir: Path, max_loss: float, bound: str = "upper") -> list[dict[str, Any]]:
+    """For the reranker leaderboard: per judge, its full-protocol cost and the cheapest setting within
+    ``max_loss`` (calls and money per prompt), from the run's ``tradeoff.json`` ([] if never computed)."""
+    payload = load_tradeoff(run_dir)
+    if not payload:
+        return []
+    records = payload.get("records") or []
+    full = {r["judge"]: r for r in records if r["setting"] == REFERENCE}
+    rows = []
+    for judge, best in cheapest_within(records, max_loss, bound).items():
+        ref = full.get(judge, {})
+        rows.append({"judge": judge, "max_loss": max_loss, "full_calls_per_prompt": ref.get("calls_per_prompt"),
+                     "full_usd_per_prompt": ref.get("usd_per_prompt"), "full_bon_score": ref.get("bon_score"),
+                     "cheapest_setting": best["setting"], "calls_per_prompt": best["calls_per_prompt"],
+                     "usd_per_prompt": best["usd_per_prompt"], "bon_score": best["bon_score"], "loss": best["loss"],
+                     "loss_hi": best["loss_hi"], "calls_cut": best["calls_cut"], "gating": best["gating"]})
+    return rows

@@ -1,0 +1,103 @@
+"""`bon tradeoff` and `bon mmrb2 flips` on a tiny demo study, and the released sample judgment files."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from analysis.tradeoff import cheapest_within, leaderboard_rows, paired_interval
+from bon.cli import main
+
+N = 4
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--out", str(out), "--prompts", "2", "--n", str(N), "--seed", "3"]) == 0
+    return out
+
+
+def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
+    copy = tmp_path / "t.json"
+    rc = main(["tradeoff", "--run", str(demo_run), "--judge", "scene-full", "--judge", "position-bias",
+               "--max-loss", "0.02", "--bootstrap", "200", "--json", str(copy)])
+    assert rc == 0
+    payload = json.loads((demo_run / "tradeoff.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+    assert json.loads(copy.read_text()) == payload
+    assert (demo_run / "figures" / "tradeoff.png").stat().st_size > 10_000
+    assert "## Cost against quality" in (demo_run / "tradeoff.md").read_text()
+    by = {(r["judge"], r["setting"]): r for r in payload["records"]}
+    full = by[("scene-full", "knockout")]
+    assert full["calls_per_prompt"] == 2 * (N - 1) and full["calls_made"] == 0  # the study paid for these already
+    assert full["loss"] == 0 and full["calls_cut"] == 0 and full["gating"] is None
+    for judge in ("scene-full", "position-bias"):
+        gated = [by[(judge, f"knockout gated {g}")] for g in ("1", "0.6", "0.2")]
+        assert all(N - 1 <= r["calls_per_prompt"] <= 2 * (N - 1) for r in gated)
+        assert gated[2]["calls_per_prompt"] == N - 1  # every verdict clears gate 0.2: forward order only
+        margin = [r for (j, label), r in by.items() if j == judge and label.startswith("knockout gated margin")]
+        assert len(margin) == 4 and all(N - 1 <= r["calls_per_prompt"] <= 2 * (N - 1) for r in margin)
+        assert all(r["gating"] in ("safe", "unsafe", "unproven", "unknown") and r["gate_safety"] for r in gated + margin)
+        assert by[(judge, "round-robin")]["calls_per_prompt"] == N * (N - 1)
+        assert by[(judge, "round-robin early stop")]["calls_per_prompt"] <= N * (N - 1)
+        assert by[(judge, "knockout seeded")]["calls_per_prompt"] == 2 * (N - 1) + (N - 1)
+        assert all(r["loss_lo"] <= r["loss"] <= r["loss_hi"] for r in payload["records"] if r["judge"] == judge)
+    assert set(payload["cheapest_within"]["judges"]) >= {"scene-full", "position-bias"}
+    rows = leaderboard_rows(demo_run, 0.02)
+    assert {r["judge"] for r in rows} == {"scene-full", "position-bias"}
+    assert all(r["calls_per_prompt"] <= r["full_calls_per_prompt"] and r["loss_hi"] <= 0.02 for r in rows)
+
+
+def test_cheapest_within_prefers_fewer_calls_inside_the_loss():
+    records = [
+        {"judge": "j", "setting": "knockout", "calls_per_prompt": 14, "loss": 0.0},
+        {"judge": "j", "setting": "gated 0.6", "calls_per_prompt": 9, "loss": 0.5},
+        {"judge": "j", "setting": "gated 0.2", "calls_per_prompt": 7, "loss": 3.0},
+    ]
+    for r in records:
+        r.update(usd_per_prompt=None, bon_score=1.0, loss_lo=r["loss"] - 0.4, loss_hi=r["loss"] + 0.4, calls_cut=None, gating=None)
+    assert cheapest_within(records, 1.0)["j"]["setting"] == "gated 0.6"
+    assert cheapest_within(records, 0.5, bound="point")["j"]["setting"] == "gated 0.6"
+    assert cheapest_within(records, 0.5)["j"]["setting"] == "knockout"  # 0.5 + 0.4 could be lost
+    records[1]["gating"] = "unsafe"
+    assert cheapest_within(records, 1.0)["j"]["setting"] == "knockout"
+    assert cheapest_within(records, 1.0, allow_unsafe=True)["j"]["setting"] == "gated 0.6"
+
+
+def test_paired_interval_covers_the_mean():
+    import numpy as np
+
+    lo, hi = paired_interval(np.array([0.0, 0.1, -0.1, 0.2, 0.0, 0.05]), 500, 1)
+    assert lo < 0.0417 < hi
+    assert paired_interval(np.zeros(5), 500, 1) == (0.0, 0.0)
+
+
+def test_flips_of_a_run(demo_run, tmp_path):
+    out = tmp_path / "flips.json"
+    assert main(["mmrb2", "flips", "--run", str(demo_run), "--json", str(out)]) == 0
+    files = json.loads(out.read_text())["files"]
+    assert any(name.startswith("scene-full/") for name in files) and "scene-full/all tasks" in files
+    together = files["scene-full/all tasks"]["summary"]["pairs"]
+    assert together == sum(e["summary"]["pairs"] for n, e in files.items() if n.startswith("scene-full/") and n != "scene-full/all tasks")
+    for entry in files.values():
+        assert entry["summary"]["by_confidence"] and entry["gate_safety"]
+
+
+@pytest.mark.skipif(not os.environ.get("BON_MMRB2_DIR"), reason="BON_MMRB2_DIR not set")
+def test_flips_of_the_released_samples(tmp_path):
+    bench = Path(os.environ["BON_MMRB2_DIR"])
+    samples = sorted(bench.glob("sample_task*.json"))
+    if len(samples) != 4:
+        pytest.skip("released sample judgment files absent")
+    out = tmp_path / "flips.json"
+    assert main(["mmrb2", "flips", "--bench-dir", str(bench), *map(str, samples), "--json", str(out)]) == 0
+    files = json.loads(out.read_text())["files"]
+    assert len(files) == 4
+    for entry in files.values():  # A/B only: a disagreement rate, no confidences
+        assert entry["summary"]["pairs"] == 1000 and entry["summary"]["disagree_rate"] is not None
+        assert entry["summary"]["by_confidence"] == [] and entry["verdict"].startswith("no confidences")
+
+
+def test_flips_needs_input():
+    assert main(["mmrb2", "flips"]) == 2
