@@ -21,6 +21,7 @@ from bon import registry
 from bon.config import StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
+from bon.lifecycle import LazyPlugin, loaded
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
@@ -31,7 +32,7 @@ from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
 from bon.stages.prompts import prepare_prompts, split
 from bon.stages.select import select
-from bon.stages.verify import load_scores, verify
+from bon.stages.verify import load_scores, unscored, verify
 from bon.store import JudgmentStore
 
 # What fixes the prompts and candidates of a run folder; changing any of it needs a new folder.
@@ -45,6 +46,11 @@ class StudyOutcome:
     correlations: pd.DataFrame
     stats: dict[str, Any] = field(default_factory=dict)
     stopped: str | None = None  # why the study stopped early (a call budget), if it did
+    pending: dict[str, int] = field(default_factory=dict)  # items left by transient failures, per stage
+
+    @property
+    def pending_total(self) -> int:
+        return sum(self.pending.values())
 
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
@@ -64,6 +70,8 @@ def record_config(run: RunFolder, cfg: StudyConfig) -> None:
 
 
 def run_study(cfg: StudyConfig) -> StudyOutcome:
+    """Run every stage; each model is loaded when its stage needs it and released when the stage ends
+    (generators one after another, then the verifier, then the judges one at a time)."""
     run = RunFolder(cfg.out)
     record_config(run, cfg)
     timings: dict[str, float] = {}
@@ -75,9 +83,6 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
         timings[stage] = round(now - clock, 2)
         clock = now
 
-    generators = [spec.create("generator") for spec in cfg.generators]
-    judges = [spec.create("judge") for spec in cfg.judges]
-    verifier = cfg.verifier.create("verifier")
     strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
 
     prompts = prepare_prompts(run, cfg)
@@ -85,13 +90,31 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")
 
-    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed) for g in generators}
+    identities: dict[str, Any] = {"generators": {}, "judges": {}}
+    candidates: dict[str, dict[str, list[Candidate]]] = {}
+    for spec in cfg.generators:
+        generator = LazyPlugin(spec, "generator")
+        try:
+            candidates[generator.name] = generate(run, generator, prompts, cfg.n, cfg.seed)
+        finally:
+            generator.close()
+        identities["generators"][generator.name] = generator.identity()
     lap("generate")
 
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
-    scores = verify(run, verifier, prompt_map, everything)
+    verifier = LazyPlugin(cfg.verifier, "verifier")
+    try:
+        scores = verify(run, verifier, prompt_map, everything)
+    finally:
+        verifier.close()
+    identities["verifier"] = verifier.identity()
     lap("verify")
+
+    pending = {"generate": sum(len(prompts) - len(by_prompt) for by_prompt in candidates.values()),
+               "verify": unscored(everything, scores)}
+    if any(pending.values()):  # the preference set and the judges need every candidate and score
+        return StudyOutcome(run, pd.DataFrame(), pd.DataFrame(), {"timings_s": timings}, pending=pending)
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
     pair_counts = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, scores, cfg.preference, cfg.seed)
@@ -99,21 +122,22 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
-    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts)
+    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, strategy, bon_prompts, candidates, pair_counts,
+                                                               identities["judges"])
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
     results = results_table(picks, scores, accuracies, cfg.n)
-    provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
-                  "judges": {j.name: j.identity() for j in judges}}
-    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
+    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, identities)
 
 
-def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
-                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int]):
+def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],
+                     candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int],
+                     identities: dict[str, Any] | None = None):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
-    prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
-    picks, why the budget stopped it or None); what was done before a stop is kept."""
+    prompt and generator, all through one store and one call budget. Judges are loaded one at a time
+    and released before the next. Returns (accuracies, stats, picks, why the budget stopped it or
+    None); what was done before a stop is kept."""
     store = JudgmentStore(run.store)
     budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
@@ -121,20 +145,23 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, b
     picks: list[dict[str, Any]] = []
     stopped = None
     try:
-        for judge in judges:
-            started = time.perf_counter()
-            bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
-            judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
-            accuracies[judge.name] = accuracy
-            picks += judge_picks
-            judge_stats[judge.name] = {
-                **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
-                "wall_seconds": round(time.perf_counter() - started, 2),
-                "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
-                "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
-            }
+        for spec in cfg.judges:
+            with loaded(spec, "judge") as judge:
+                if identities is not None:
+                    identities[judge.name] = judge.identity()
+                started = time.perf_counter()
+                bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+                select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+                accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
+                judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
+                accuracies[judge.name] = accuracy
+                picks += judge_picks
+                judge_stats[judge.name] = {
+                    **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
+                    "wall_seconds": round(time.perf_counter() - started, 2),
+                    "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
+                    "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
+                }
     except BudgetExhausted as exc:
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")

@@ -48,11 +48,21 @@ def _run(cfg) -> None:
 
     started = time.perf_counter()
     outcome = run_study(cfg)
+    _exit_if_pending(outcome.pending)
     _summary(outcome.correlations, outcome.results)
     out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
               f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     if outcome.stopped:
         print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
+        raise click.exceptions.Exit(3)
+
+
+def _exit_if_pending(pending: dict[str, int]) -> None:
+    """Exit 3 ("rerun to continue") while transient failures left items undone."""
+    if sum(pending.values()):
+        where = ", ".join(f"{stage} {k}" for stage, k in pending.items() if k)
+        print(f"bon: {sum(pending.values())} items pending because of transient failures ({where}); rerun to continue",
+              file=sys.stderr)
         raise click.exceptions.Exit(3)
 
 
@@ -86,6 +96,7 @@ def generate(generator_spec: str, suite: Path, n: int, out_dir: Path, batch_size
 
     summary = generate_command(generator_spec, _parse_options(options), suite, n, out_dir, batch_size, seed, limit)
     out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    _exit_if_pending({"prompts": summary["pending_prompts"]})
 
 
 @app.command()
@@ -100,6 +111,7 @@ def verify(run_dir: Path, verifier_spec: str, options: tuple[str, ...]) -> None:
     out.print(", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, (dict, list))))
     if summary.get("missing_reasons"):
         out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
+    _exit_if_pending({"candidates": summary["pending"]})
 
 
 def _study_judge_and_strategy(run_dir: Path, judge_spec: str, strategy_spec: str, options: tuple[str, ...]):

@@ -1,10 +1,15 @@
-"""Stage 3: the downstream verifier scores every candidate once; any pick's score is then a lookup."""
+"""Stage 3: the downstream verifier scores every candidate once; any pick's score is then a lookup.
+
+A transient grading failure (out of memory, a timeout, a 429/5xx answer) is not written: the
+candidate stays pending (absent from the scores file) and the next run scores it. A final failure
+(an unparseable answer, refused content) is written as a missing score with its reason."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
+from bon.failures import is_transient, looks_transient
 from bon.plugins import Score, Verifier
 from bon.progress import bar
 from bon.runfolder import RunFolder
@@ -27,7 +32,9 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
     with bar(f"verify ({verifier.name})", len(candidates)) as progress:
         progress.advance(len(candidates) - len(todo))
         for cand in todo:
-            pending.append(_record(cand, _safe_score(verifier, prompts[cand.prompt_id], cand)))
+            score = _safe_score(verifier, prompts[cand.prompt_id], cand)
+            if not (score.transient or (score.value is None and looks_transient(score.missing))):
+                pending.append(_record(cand, score))
             progress.advance()
             if len(pending) >= FLUSH_EVERY:
                 append_jsonl(path, pending)
@@ -36,13 +43,18 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
     return load_scores(run, path)
 
 
+def unscored(candidates: list[Candidate], scores: dict[ScoreKey, dict]) -> int:
+    """How many candidates are still pending: not in the scores file after a verify pass."""
+    return sum(c.key not in scores for c in candidates)
+
+
 def _safe_score(verifier: Verifier, prompt: Prompt, cand: Candidate) -> Score:
     if cand.provenance.get("missing"):  # the generator failed on this candidate
         return Score(None, missing=f"no candidate: {cand.provenance['missing']}")
     try:
         return verifier.score(prompt, cand)
     except Exception as exc:  # a grading failure is data, never a zero and never a crash
-        return Score(None, missing=f"{type(exc).__name__}: {exc}")
+        return Score(None, missing=f"{type(exc).__name__}: {exc}", transient=is_transient(exc))
 
 
 def _record(cand: Candidate, score: Score) -> dict:
