@@ -20,6 +20,7 @@ class PluginSpec:
     name: str
     label: str
     options: dict[str, Any] = field(default_factory=dict)
+    memory_gb: float | None = None  # declared accelerator memory of its models, for `bon run --dry-run`
 
     def create(self, kind: str) -> Any:
         return registry.create(kind, self.name, name=self.label, **self.options)
@@ -49,6 +50,8 @@ class StudyConfig:
     samples: int = 1
     max_calls: int | None = None
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
+    devices: dict[str, Any] = field(default_factory=dict)  # e.g. {memory_gb: 80, count: 1}, for the plan's fit check
+    official: bool = False  # judges build MMRB2's official request (see judges/prompts/official.py)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -100,7 +103,23 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     if bad:
         raise BonError(f"{where}: preference: unknown key(s) {', '.join(bad)}")
     cfg.preference = PreferenceConfig(**pref)
+    cfg.devices = _devices(raw.get("devices"), where)
+    if not isinstance(raw.get("official", False), bool):
+        raise BonError(f"{where}: official must be true or false, got {raw['official']!r}")
+    cfg.official = bool(raw.get("official", False))
     return cfg
+
+
+def _devices(raw: Any, where: str) -> dict[str, Any]:
+    """``devices: {memory_gb: 80, count: 1}``: what the plan checks each stage against."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {"memory_gb", "count"}:
+        raise BonError(f"{where}: devices must be a mapping with memory_gb (per device) and optionally count")
+    for key in raw:
+        if isinstance(raw[key], bool) or not isinstance(raw[key], (int, float)) or raw[key] <= 0:
+            raise BonError(f"{where}: devices: {key} must be a positive number, got {raw[key]!r}")
+    return dict(raw)
 
 
 def _int(raw: dict, key: str, default: int, where: str, minimum: int | None = None) -> int:
@@ -134,5 +153,8 @@ def _specs(raw: Any, kind: str, where: str, key: str) -> list[PluginSpec]:
         options = entry.get("options") or {}
         if not isinstance(options, dict):
             raise BonError(f"{here}: options must be a mapping")
-        specs.append(PluginSpec(name, label, dict(options)))
+        memory = entry.get("memory_gb")
+        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
+            raise BonError(f"{here}: memory_gb must be a number of GB, got {memory!r}")
+        specs.append(PluginSpec(name, label, dict(options), memory))
     return specs

@@ -34,13 +34,22 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, max_call
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Override the config's run folder.")
 @click.option("--strategy", default=None, help="Override the selection strategy.")
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, help="Stop a judge after this many new calls.")
-def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], max_calls: Optional[int]) -> None:
+@click.option("--dry-run", is_flag=True, help="Print each stage's models, memory, calls and API cost; load and call nothing.")
+def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], max_calls: Optional[int], dry_run: bool) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
     overrides = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls,
                  "strategy": {"name": strategy} if strategy else None}
-    _run(load_config(config, overrides))
+    cfg = load_config(config, overrides)
+    if dry_run:
+        from bon.plan import check_fit, plan_study, render
+
+        plan = plan_study(cfg, str(config))
+        out.print("\n".join(render(plan)), highlight=False, markup=False)
+        check_fit(plan)
+        return
+    _run(cfg)
 
 
 def _run(cfg) -> None:
