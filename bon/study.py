@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -18,7 +18,7 @@ import yaml
 
 from analysis import mmrb2
 from bon import registry
-from bon.config import StudyConfig
+from bon.config import PluginSpec, StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.lifecycle import LazyPlugin, loaded
@@ -146,7 +146,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     stopped = None
     try:
         for spec in cfg.judges:
-            with loaded(spec, "judge") as judge:
+            with loaded(official_spec(spec, cfg.official), "judge") as judge:
                 if identities is not None:
                     identities[judge.name] = judge.identity()
                 started = time.perf_counter()
@@ -168,6 +168,19 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     finally:
         store.close()
     return accuracies, judge_stats, picks, stopped
+
+
+def official_spec(spec: PluginSpec, official: bool) -> PluginSpec:
+    """A study's ``official: true`` asks every judge that knows MMRB2's official request conditions
+    (an ``official`` option) for them; other judges are unchanged."""
+    if not official:
+        return spec
+    import inspect
+
+    factory = registry.resolve("judge", registry.parse_spec(spec.name)[0])
+    if "official" not in inspect.signature(factory).parameters:
+        return spec
+    return replace(spec, options={**spec.options, "official": True})
 
 
 def _total(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +211,7 @@ class FinishedStudy:
         """A judge by its label in the study's config, else by registry spec."""
         for j in self.cfg.judges:
             if j.label == spec and not options:
-                return j.create("judge")
+                return official_spec(j, self.cfg.official).create("judge")
         return registry.create("judge", spec, **(options or {}))
 
 

@@ -29,7 +29,10 @@ Options:
   price_input, price_output   USD per 1M input / output tokens, for the cost in meta
   preflight          GET /models at construction so a dead endpoint fails at once (default true)
   preflight_timeout  seconds for that check (default 5)
-  official_prompts   path to an MMRB2 checkout: use its rubric text instead of bon's
+  official_prompts   path to an MMRB2 checkout: use its rubric text instead of bon's, and (unless
+                     official: false) the official request (judges/prompts/official.py): one part per
+                     segment, original image bytes, no sampling parameters, the official JSON answer
+  official           official request conditions (default: on exactly when official_prompts is set)
   keep_answer        keep the model's full answer in meta (default true)
 """
 
@@ -64,7 +67,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         name: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
-        max_image_side: int | None = 1024,
+        max_image_side: int | str | None = "auto",  # 1024, or none under official conditions
         image_format: str = "png",
         temperature: float | None = None,
         top_p: float | None = None,
@@ -85,6 +88,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         preflight_timeout: float = 5.0,
         official_prompts: str | Path | None = None,
         keep_answer: bool = True,
+        official: bool | None = None,
     ) -> None:
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
         if not model:
@@ -103,6 +107,11 @@ class OpenAICompatibleJudge(PairwiseJudge):
             raise BonError(f"{self.name}: image_format must be png, jpeg or webp, got {image_format!r}")
         if extra_body is not None and not isinstance(extra_body, dict):
             raise BonError(f"{self.name}: extra_body must be a mapping")
+        self.official = bool(official_prompts) if official is None else bool(official)
+        if self.official and not official_prompts:
+            raise BonError(f"{self.name}: official conditions need official_prompts: PATH (a checkout of facebookresearch/MMRB2)")
+        if max_image_side == "auto":
+            max_image_side = None if self.official else 1024
         self.max_image_side = int(max_image_side) if max_image_side else None
         self.image_format = image_format
         self.temperature = temperature
@@ -147,6 +156,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
             "extra_body": self.extra_body,
             "max_image_side": self.max_image_side,
             "image_format": self.image_format,
+            **({"conditions": "official"} if self.official else {}),
         }
 
     def _key(self) -> str:
@@ -176,6 +186,10 @@ class OpenAICompatibleJudge(PairwiseJudge):
         return url
 
     def request(self, c: Comparison) -> dict[str, Any]:
+        if self.official:
+            from judges.prompts.official import api_request
+
+            return api_request(self.model, self.templates[_scorer_task(c.prompt.task)], c, self.max_image_side)
         body: dict[str, Any] = {"model": self.model, "messages": self.messages(c)}
         if self.temperature is not None:
             body["temperature"] = self.temperature
@@ -229,8 +243,9 @@ class OpenAICompatibleJudge(PairwiseJudge):
         meta = self._meta(resp, attempts, waited, time.perf_counter() - started)
         text = _answer_text(resp)
         from judges.prompts import parse_answer
+        from judges.prompts.official import verdict as official_verdict
 
-        verdict = parse_answer(text or "")
+        verdict = (official_verdict if self.official else parse_answer)(text or "")
         if self.keep_answer:
             meta["answer"] = redact(text or "", key)
         verdict.meta = {**meta, **verdict.meta}

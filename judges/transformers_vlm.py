@@ -23,7 +23,10 @@ float32 | bfloat16 | float16), ``device`` (auto | cpu | cuda | cuda:N | mps), ``
 auto, for models split over GPUs), ``attn_implementation``, ``max_image_pixels`` (images larger than
 this are downscaled first, default 1048576), ``batch_size`` (default 8), ``max_new_tokens`` (default
 768), ``do_sample`` (default false), ``temperature``, ``top_p``, ``seed``, ``answer_prefix``,
-``chat_template_kwargs`` (e.g. ``{enable_thinking: false}``), ``official_prompts`` (an MMRB2 checkout).
+``chat_template_kwargs`` (e.g. ``{enable_thinking: false}``), ``official_prompts`` (an MMRB2 checkout: its
+rubric text and, unless ``official: false``, the official conditions of judges/prompts/official.py: one
+chat part per segment, original images unless ``max_image_pixels`` is set, temperature 1.0 sampling with
+up to 2,000 new tokens, the official JSON answer).
 """
 
 from __future__ import annotations
@@ -322,7 +325,7 @@ class TransformersVlmJudge(PairwiseJudge):
         device: str = "auto",
         device_map: str | dict | None = None,
         attn_implementation: str | None = None,
-        max_image_pixels: int | None = 1024 * 1024,
+        max_image_pixels: int | str | None = "auto",  # 1024 x 1024, or none under official conditions
         batch_size: int = 8,
         max_new_tokens: int = 768,
         do_sample: bool = False,
@@ -332,8 +335,14 @@ class TransformersVlmJudge(PairwiseJudge):
         answer_prefix: str = DEFAULT_PREFIX,
         chat_template_kwargs: dict[str, Any] | None = None,
         official_prompts: str | Path | None = None,
+        official: bool | None = None,
     ) -> None:
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
+        self.official = bool(official_prompts) if official is None else bool(official)
+        if self.official and (not official_prompts or mode != "generate"):
+            raise BonError(f"{self.name}: official conditions need official_prompts: PATH and mode: generate")
+        if max_image_pixels == "auto":
+            max_image_pixels = None if self.official else 1024 * 1024
         if not model:
             raise BonError(f"{self.name}: option 'model' is required (transformers-vlm:HUB_ID or a folder)")
         if mode not in MODES:
@@ -372,9 +381,15 @@ class TransformersVlmJudge(PairwiseJudge):
             ident["answer_prefix"] = self.answer_prefix
         else:
             ident["sampling"] = self.generation_settings() | {"seed": self.seed}
+        if self.official:
+            ident["conditions"] = "official"
         return ident
 
     def generation_settings(self) -> dict[str, Any]:
+        if self.official:
+            from judges.prompts.official import LOCAL_SAMPLING
+
+            return dict(LOCAL_SAMPLING)
         settings: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
         if self.do_sample:
             if self.temperature is not None:
@@ -391,6 +406,18 @@ class TransformersVlmJudge(PairwiseJudge):
         items = tpl.render(_raw(c.prompt.content), _raw(c.a), _raw(c.b))
         return [("text", v) if k == "text" else ("image", fit_pixels(v.load(), px)) for k, v in items]
 
+    def render(self, c: Comparison) -> tuple[str, list[Image.Image]]:
+        """The chat-template text and images of one comparison (one part per segment when official)."""
+        if not self.official:
+            return self.backend.render(self.parts(c), self.suffix())
+        from judges.prompts.official import local_turn
+
+        px = self.max_image_pixels
+        content, images = local_turn(self.templates[_scorer_task(c.prompt.task)], c, (lambda im: fit_pixels(im, px)) if px else None)
+        text = self.backend.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                                          tokenize=False, **self.backend.chat_template_kwargs)
+        return text, images
+
     def suffix(self) -> str:
         return self.answer_prefix if self.mode == "logits" else ""
 
@@ -404,7 +431,7 @@ class TransformersVlmJudge(PairwiseJudge):
             ready: list[tuple[int, tuple[str, list[Image.Image]]]] = []
             for i in order[start : start + self.batch_size]:
                 try:
-                    ready.append((i, self.backend.render(self.parts(comparisons[i]), self.suffix())))
+                    ready.append((i, self.render(comparisons[i])))
                 except BonError as exc:  # an unreadable image: this comparison only
                     verdicts[i] = Verdict.failed(str(exc))
                 except Exception as exc:  # noqa: BLE001 - e.g. a chat template that rejects the turn
@@ -463,6 +490,7 @@ class TransformersVlmJudge(PairwiseJudge):
 
     def _from_text(self, comps: list[Comparison], batch: dict[str, Any]) -> list[Verdict]:
         from judges.prompts import parse_answer
+        from judges.prompts.official import verdict as official_verdict
 
         torch = self.backend.torch
         if self.do_sample:
@@ -471,7 +499,7 @@ class TransformersVlmJudge(PairwiseJudge):
         texts = self.backend.generate(batch, **self.generation_settings())
         out = []
         for text in texts:
-            v = parse_answer(text)
+            v = (official_verdict if self.official else parse_answer)(text)
             v.meta = {"mode": "generate", "answer": text, **v.meta}
             out.append(v)
         return out
