@@ -12,31 +12,67 @@ from __future__ import annotations
 import gc
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from bon.config import PluginSpec
+from bon.errors import BonError
+
+
+class LoadFailed(BonError):
+    """A stage's plugin could not be created (e.g. out of memory while loading): the stage stops with one
+    line instead of trying again for every item."""
+
+# Called with ("load" | "released", kind, label) around every stage's model: benchmarks/gpu_check.py
+# measures each stage's time and memory through this.
+Observer = Callable[[str, str, str], None]
+_observers: list[Observer] = []
+
+
+@contextmanager
+def observe(callback: Observer) -> Iterator[None]:
+    _observers.append(callback)
+    try:
+        yield
+    finally:
+        _observers.remove(callback)
+
+
+def _notify(event: str, kind: str, label: str) -> None:
+    for callback in list(_observers):
+        callback(event, kind, label)
+
+
+def create(spec: PluginSpec, kind: str) -> Any:
+    _notify("load", kind, spec.label)
+    return spec.create(kind)
 
 
 def release(plugin: Any) -> None:
-    """Close ``plugin`` if it can be closed, then give its memory back to the allocator and device."""
+    """Close ``plugin`` if it can be closed (its weights deleted)."""
     close = getattr(plugin, "close", None)
     if callable(close):
         close()
+
+
+def finished(kind: str, label: str) -> None:
+    """After the last reference to a stage's plugin is gone: collect garbage, give cached device
+    memory back (only if torch is already imported; never imports it), tell the observers."""
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
+    _notify("released", kind, label)
 
 
 @contextmanager
 def loaded(spec: PluginSpec, kind: str) -> Iterator[Any]:
-    """The plugin of ``spec`` for the duration of a ``with`` block; released on the way out."""
-    plugin = spec.create(kind)
+    """The plugin of ``spec`` for the duration of a ``with`` block, closed on the way out; the caller
+    calls :func:`finished` once it holds no reference to it any more."""
+    plugin = create(spec, kind)
     try:
         yield plugin
     finally:
         release(plugin)
-        del plugin
 
 
 class LazyPlugin:
@@ -59,7 +95,13 @@ class LazyPlugin:
 
     def plugin(self) -> Any:
         if self._plugin is None:
-            self._plugin = self.spec.create(self.kind)
+            try:
+                self._plugin = create(self.spec, self.kind)
+            except BonError as exc:
+                raise LoadFailed(str(exc)) from None
+            except Exception as exc:  # noqa: BLE001 - out of memory, a broken model folder
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                raise LoadFailed(f"{self.kind} {self.spec.label}: cannot load: {type(exc).__name__}: {first}") from None
             self._identity = self._plugin.identity()
         return self._plugin
 
@@ -77,5 +119,42 @@ class LazyPlugin:
 
     def close(self) -> None:
         if self._plugin is not None:
-            plugin, self._plugin = self._plugin, None
-            release(plugin)
+            release(self._plugin)
+            self._plugin = None
+            finished(self.kind, self.spec.label)
+
+
+def check_specs(specs: list[tuple[str, PluginSpec]]) -> None:
+    """Before any stage runs: each plugin's options fit its constructor and the API keys its options
+    name are set. Plugins are created only when their stage starts, so without this a typo or a
+    missing key in a judge would surface after hours of generation."""
+    import inspect
+    import os
+
+    from bon import registry
+
+    for kind, spec in specs:
+        name, from_spec = registry.parse_spec(spec.name)
+        options = {**from_spec, **spec.options}
+        factory = registry.resolve(kind, name)
+        try:
+            signature = inspect.signature(factory)
+        except (TypeError, ValueError):
+            continue
+        try:
+            signature.bind(name=spec.label, **options)
+        except TypeError as exc:
+            raise BonError(f"{kind} {spec.label}: bad options ({exc})") from None
+        default = signature.parameters.get("api_key_env")
+        variables = [default.default] if default is not None and "api_key_env" not in options else []
+        for variable in [*variables, *_named_keys(options)]:
+            if isinstance(variable, str) and variable and not os.environ.get(variable):
+                raise BonError(f"{kind} {spec.label}: environment variable {variable} is not set (it should hold the API key)")
+
+
+def _named_keys(options: dict[str, Any]) -> Iterator[Any]:
+    for key, value in options.items():
+        if key == "api_key_env":
+            yield value
+        elif isinstance(value, dict):
+            yield from _named_keys(value)

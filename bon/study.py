@@ -21,7 +21,7 @@ from bon import registry
 from bon.config import PluginSpec, StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
-from bon.lifecycle import LazyPlugin, loaded
+from bon.lifecycle import LazyPlugin, check_specs, finished, loaded
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
@@ -84,6 +84,7 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
         clock = now
 
     strategy = registry.create("strategy", cfg.strategy.name, **cfg.strategy.options)
+    check_specs([("generator", g) for g in cfg.generators] + [("verifier", cfg.verifier)] + [("judge", j) for j in cfg.judges])
 
     prompts = prepare_prompts(run, cfg)
     bon_prompts, pref_prompts = split(prompts)
@@ -146,28 +147,39 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     stopped = None
     try:
         for spec in cfg.judges:
-            with loaded(official_spec(spec, cfg.official), "judge") as judge:
-                if identities is not None:
-                    identities[judge.name] = judge.identity()
-                started = time.perf_counter()
-                bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-                select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-                accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
-                judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
-                accuracies[judge.name] = accuracy
-                picks += judge_picks
-                judge_stats[judge.name] = {
-                    **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
-                    "wall_seconds": round(time.perf_counter() - started, 2),
-                    "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
-                    "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
-                }
+            try:
+                picks += _judge_one(run, cfg, official_spec(spec, cfg.official), strategy, bon_prompts, candidates,
+                                    list(pair_counts), store, budget, accuracies, judge_stats, identities)
+            finally:
+                finished("judge", spec.label)  # the judge's last reference died with _judge_one's frame
     except BudgetExhausted as exc:
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         store.close()
     return accuracies, judge_stats, picks, stopped
+
+
+def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],
+               candidates: dict[str, dict[str, list[Candidate]]], tasks: list[str], store: JudgmentStore, budget: Budget,
+               accuracies: dict, judge_stats: dict, identities: dict | None) -> list[dict[str, Any]]:
+    """One judge's preference-set accuracy and picks; the judge is loaded here and closed on return."""
+    with loaded(spec, "judge") as judge:
+        if identities is not None:
+            identities[judge.name] = judge.identity()
+        started = time.perf_counter()
+        bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+        select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+        accuracy, bench = judge_preference_set(run, bench_ref, tasks)
+        judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
+        accuracies[judge.name] = accuracy
+        judge_stats[judge.name] = {
+            **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
+            "wall_seconds": round(time.perf_counter() - started, 2),
+            "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
+            "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
+        }
+    return judge_picks
 
 
 def official_spec(spec: PluginSpec, official: bool) -> PluginSpec:

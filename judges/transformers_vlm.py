@@ -340,7 +340,8 @@ class TransformersVlmJudge(PairwiseJudge):
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
         self.official = bool(official_prompts) if official is None else bool(official)
         if self.official and (not official_prompts or mode != "generate"):
-            raise BonError(f"{self.name}: official conditions need official_prompts: PATH and mode: generate")
+            raise BonError(f"{self.name}: official conditions need official_prompts: PATH and mode: generate "
+                           "(official: false keeps only the official rubric text)")
         if max_image_pixels == "auto":
             max_image_pixels = None if self.official else 1024 * 1024
         if not model:

@@ -28,9 +28,10 @@ class FakeAccelerator:
     """Live model bytes on an imaginary device; loading past capacity is an out-of-memory error."""
 
     def __init__(self, capacity: int = 0) -> None:
-        self.capacity, self.live, self.peak, self.loads = capacity, 0, 0, 0
+        self.capacity, self.live, self.peak, self.loads, self.attempts = capacity, 0, 0, 0, 0
 
     def load(self, size: int) -> None:
+        self.attempts += 1
         if self.live + size > self.capacity:
             raise MemoryError(f"out of memory: {self.live} + {size} > {self.capacity}")
         self.live += size
@@ -248,3 +249,27 @@ def test_final_verifier_failure_is_stored_with_its_reason(tmp_path, fake_plugins
     assert len(scores) == 3 * len(prompts)  # stored, never retried
     assert {r["missing"] for r in scores.values() if r["index"] == 0} == {"ValueError: unparseable grader answer: 'maybe'"}
     assert all(r["score"] is not None for r in scores.values() if r["index"] > 0)
+
+
+def test_bad_judge_option_or_missing_key_fails_before_any_model_loads(tmp_path, fake_plugins, monkeypatch):
+    from bon.errors import BonError
+
+    monkeypatch.delenv("BON_SURELY_UNSET_KEY", raising=False)
+    typo = study(tmp_path / "a")
+    typo["judges"].append({"name": "openai-compatible:gpt-5", "label": "api", "options": {"api_key_env": None, "temprature": 0}})
+    with pytest.raises(BonError, match="judge api: bad options"):
+        run_study(parse_config(typo, where="test"))
+    no_key = study(tmp_path / "b")
+    no_key["judges"].append({"name": "openai-compatible:gpt-5", "label": "api", "options": {"api_key_env": "BON_SURELY_UNSET_KEY"}})
+    with pytest.raises(BonError, match="BON_SURELY_UNSET_KEY is not set"):
+        run_study(parse_config(no_key, where="test"))
+    assert fake_plugins.loads == 0 and not (tmp_path / "a" / "candidates").exists()
+
+
+def test_a_model_that_cannot_load_stops_the_stage_once(tmp_path, fake_plugins):
+    from bon.errors import BonError
+
+    raw = study(tmp_path / "run", verifier=101)  # larger than the device
+    with pytest.raises(BonError, match="verifier mem: cannot load: MemoryError: out of memory"):
+        run_study(parse_config(raw, where="test"))
+    assert fake_plugins.attempts == 3  # the two generators, then the verifier once (not once per candidate)

@@ -109,6 +109,16 @@ def test_api_request_equals_the_official_content_list(tmp_path, monkeypatch, tas
     assert entry["judgement"] == "A" and entry["metadata"]["score"] == 5 and entry["metadata"]["official"]["confidence"] == 0.4
 
 
+def test_study_official_true_asks_capable_judges_for_official_conditions():
+    from bon.config import PluginSpec
+    from bon.study import official_spec
+
+    api = PluginSpec("openai-compatible:m", "m", {"official_prompts": "MMRB2"})
+    assert official_spec(api, True).options == {"official_prompts": "MMRB2", "official": True}
+    assert official_spec(PluginSpec("random", "random"), True).options == {}  # a judge without official conditions
+    assert official_spec(api, False) is api
+
+
 def test_official_answer_needs_better_response():
     from judges.prompts.official import verdict
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from bon.content import Candidate, Prompt, append_jsonl, load_candidates
 from bon.errors import BonError
 from bon.failures import is_transient, looks_transient
+from bon.lifecycle import LoadFailed
 from bon.plugins import Generator
 from bon.progress import bar
 from bon.runfolder import RunFolder
@@ -56,6 +57,8 @@ def _sample(generator: Generator, prompt: Prompt, seeds: list[int]) -> list[Cand
     """The prompt's candidates, or None when a transient failure leaves the prompt for a later run."""
     try:
         cands = generator.sample(prompt, seeds)
+    except LoadFailed:
+        raise
     except Exception as exc:
         if is_transient(exc):
             return None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
 from bon.failures import is_transient, looks_transient
+from bon.lifecycle import LoadFailed
 from bon.plugins import Score, Verifier
 from bon.progress import bar
 from bon.runfolder import RunFolder
@@ -53,6 +54,8 @@ def _safe_score(verifier: Verifier, prompt: Prompt, cand: Candidate) -> Score:
         return Score(None, missing=f"no candidate: {cand.provenance['missing']}")
     try:
         return verifier.score(prompt, cand)
+    except LoadFailed:
+        raise
     except Exception as exc:  # a grading failure is data, never a zero and never a crash
         return Score(None, missing=f"{type(exc).__name__}: {exc}", transient=is_transient(exc))
 
