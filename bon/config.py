@@ -26,6 +26,7 @@ class PluginSpec:
     name: str
     label: str
     options: dict[str, Any] = field(default_factory=dict)
+    memory_gb: float | None = None  # declared accelerator memory of its models, for `bon run --dry-run`
 
     def create(self, kind: str, where: str | None = None) -> Any:
         return registry.create_from(kind, self.name, self._options(kind), where)
@@ -71,33 +72,14 @@ class StudyConfig:
     source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
     shard: str | None = None  # "I/K": this folder runs the I-th of K deterministic prompt shards (bon merge joins them)
     executor: dict[str, Any] = field(default_factory=lambda: {"name": "local"})  # where stage work runs
+    devices: dict[str, Any] = field(default_factory=dict)  # e.g. {memory_gb: 80, count: 1}, for the plan's fit check
+    official: bool = False  # judges build MMRB2's official request (see judges/prompts/official.py)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
         del d["source"]
         return d
-
-
-@dataclass
-class StudyPlugins:
-    """A study's plugins, built (and so value-checked) before anything is written."""
-
-    generators: list[Any]
-    judges: list[Any]
-    verifier: Any
-    strategy: Any
-
-
-def create_plugins(cfg: StudyConfig) -> StudyPlugins:
-    """Build every plugin of the study: a bad option or value is a one-line error naming its entry."""
-    where = cfg.source
-    return StudyPlugins(
-        generators=[g.create("generator", f"{where}: generators[{i}]") for i, g in enumerate(cfg.generators)],
-        judges=[j.create("judge", f"{where}: judges[{i}]") for i, j in enumerate(cfg.judges)],
-        verifier=cfg.verifier.create("verifier", f"{where}: verifier"),
-        strategy=cfg.strategy.create("strategy", f"{where}: strategy"),
-    )
 
 
 def load_config(path: Path, overrides: dict[str, Any] | None = None) -> StudyConfig:
@@ -166,7 +148,23 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
         from bon.executors import parse_executor
 
         cfg.executor = parse_executor(raw["executor"], where=f"{where}: executor")
+    cfg.devices = _devices(raw.get("devices"), where)
+    if not isinstance(raw.get("official", False), bool):
+        raise BonError(f"{where}: official must be true or false, got {raw['official']!r}")
+    cfg.official = bool(raw.get("official", False))
     return cfg
+
+
+def _devices(raw: Any, where: str) -> dict[str, Any]:
+    """``devices: {memory_gb: 80, count: 1}``: what the plan checks each stage against."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {"memory_gb", "count"}:
+        raise BonError(f"{where}: devices must be a mapping with memory_gb (per device) and optionally count")
+    for key in raw:
+        if isinstance(raw[key], bool) or not isinstance(raw[key], (int, float)) or raw[key] <= 0:
+            raise BonError(f"{where}: devices: {key} must be a positive number, got {raw[key]!r}")
+    return dict(raw)
 
 
 def _int(raw: dict, key: str, default: int, where: str, minimum: int | None = None) -> int:
@@ -199,13 +197,16 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
         raise BonError(f"{here}: expected a name or a mapping with 'name'")
-    bad = sorted(set(entry) - {"name", "label", "options"})
+    bad = sorted(set(entry) - {"name", "label", "options", "memory_gb"})
     if bad:
-        raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: name, label, options)")
+        raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: name, label, options, memory_gb)")
     options = entry.get("options") or {}
     if not isinstance(options, dict):
         raise BonError(f"{here}: options must be a mapping")
+    memory = entry.get("memory_gb")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
+        raise BonError(f"{here}: memory_gb must be a number of GB, got {memory!r}")
     name = str(entry["name"])
-    spec = PluginSpec(name, str(entry.get("label", name)), dict(options))
+    spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory)
     spec.check(kind, here)
     return spec

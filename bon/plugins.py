@@ -132,7 +132,10 @@ class Generator(Plugin, ABC):
 
 @dataclass
 class Score:
-    """A verifier's downstream score of one candidate, in [0, 1]; ``value`` None means grading failed."""
+    """A verifier's downstream score of one candidate, in [0, 1]; ``value`` None means grading failed.
+
+    ``transient`` marks a failure worth retrying on a later run (out of memory, timeouts, 429/5xx):
+    the verify stage does not store it, so the candidate stays pending until a rerun scores it."""
 
     value: float | None
     details: dict[str, Any] = field(default_factory=dict)

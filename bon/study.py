@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,12 @@ import pandas as pd
 import yaml
 
 from bon import mmrb2, registry
-from bon.config import StudyConfig, create_plugins
+from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
+from bon.config import PluginSpec, StudyConfig
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
-from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.executors import create_executor
+from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
@@ -33,7 +34,7 @@ from bon.stages.judge_bench import judge_pairs
 from bon.stages.preference import build_preference_set
 from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import select, strategy_label
-from bon.stages.verify import load_scores, verify
+from bon.stages.verify import load_scores, unscored, verify
 from bon.store import JudgmentStore, new_invocation_id
 from bon.tasks import parse_task
 
@@ -49,6 +50,11 @@ class StudyOutcome:
     correlations: pd.DataFrame
     stats: dict[str, Any] = field(default_factory=dict)
     stopped: str | None = None  # why the study stopped early (a call budget), if it did
+    pending: dict[str, int] = field(default_factory=dict)  # items left by transient failures, per stage
+
+    @property
+    def pending_total(self) -> int:
+        return sum(self.pending.values())
 
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
@@ -88,10 +94,17 @@ def _open_run(cfg: StudyConfig) -> tuple[RunFolder, list[Prompt] | None]:
 
 
 def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
-    # validate, then act: N and every plugin (options checked) before the run folder is touched
+    """Run every stage; each model is loaded when its stage needs it and released when the stage ends
+    (generators one after another, then the verifier, then the judges one at a time)."""
+    # validate, then act: N, every option and API key, and on a first start every plugin's values,
+    # before the run folder is touched
     if cfg.n < 2:
         raise BonError(f"n = {cfg.n}: a study needs at least 2 candidates per prompt (with fewer there is nothing to choose)")
-    plugins = create_plugins(cfg)
+    strategy = cfg.strategy.create("strategy", f"{cfg.source}: strategy")
+    check_specs([("generator", g) for g in cfg.generators] + [("verifier", cfg.verifier)] + [("judge", j) for j in cfg.judges])
+    fresh = not (Path(cfg.out) / "prompts.jsonl").exists()
+    if fresh:
+        check_values(cfg)  # each plugin built and released in turn: never two models held at once
     run, built = _open_run(cfg)
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     record_config(run, cfg)
@@ -108,25 +121,42 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
 
     executor = create_executor(cfg.executor, cfg)
     try:
-        return _run_stages(run, cfg, plugins, built, executor, ledger, lap)
+        return _run_stages(run, cfg, strategy, built, executor, ledger, lap)
     finally:
         executor.close()
 
 
-def _run_stages(run: RunFolder, cfg: StudyConfig, plugins, built: list[Prompt] | None, executor, ledger: Ledger, lap) -> StudyOutcome:
-    generators, judges, verifier, strategy = plugins.generators, plugins.judges, plugins.verifier, plugins.strategy
+def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] | None, executor, ledger: Ledger, lap) -> StudyOutcome:
     prompts = shard_prompts(prepare_prompts(run, cfg, built), cfg.shard)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")
 
-    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed, executor) for g in generators}
+    identities: dict[str, Any] = {"generators": {}, "judges": {}}
+    candidates: dict[str, dict[str, list[Candidate]]] = {}
+    for spec in cfg.generators:
+        generator = LazyPlugin(spec, "generator")
+        try:
+            candidates[generator.name] = generate(run, generator, prompts, cfg.n, cfg.seed, executor)
+        finally:
+            generator.close()
+        identities["generators"][generator.name] = generator.identity()
     lap("generate")
 
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
-    scores = verify(run, verifier, prompt_map, everything, executor=executor)
+    verifier = LazyPlugin(cfg.verifier, "verifier")
+    try:
+        scores = verify(run, verifier, prompt_map, everything, executor=executor)
+    finally:
+        verifier.close()
+    identities["verifier"] = verifier.identity()
     lap("verify")
+
+    pending = {"generate": sum(len(prompts) - len(by_prompt) for by_prompt in candidates.values()),
+               "verify": unscored(everything, scores)}
+    if any(pending.values()):  # the preference set and the judges need every candidate and score
+        return StudyOutcome(run, pd.DataFrame(), pd.DataFrame(), ledger_timings(ledger), pending=pending)
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
     pair_counts = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, scores, cfg.preference, cfg.seed)
@@ -134,27 +164,27 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, plugins, built: list[Prompt] |
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
 
-    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, judges, strategy, bon_prompts, candidates, pair_counts, ledger, executor)
+    accuracies, judge_stats, picks, stopped = judge_and_select(run, cfg, strategy, bon_prompts, candidates, pair_counts, ledger,
+                                                               executor, identities["judges"])
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
-    provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
-                  "judges": {j.name: j.identity() for j in judges}}
     if cfg.shard:  # one shard's numbers are not the study's: `bon merge` analyses all shards together
         from analysis.bon_metrics import results_table
 
         results = results_table(picks, scores, accuracies, cfg.n)
-        return finish_shard(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, provenance)
-    return analyse(run, cfg, judge_stats, pair_counts, stopped, provenance, ledger_timings(ledger))
+        return finish_shard(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, identities)
+    return analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger))
 
 
-def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
+def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],
                      candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger,
-                     executor=None):
+                     executor=None, identities: dict[str, Any] | None = None):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
-    prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
-    picks, why the budget stopped it or None); what was done before a stop is kept. The stats are the
-    study's totals over all invocations (see :mod:`bon.accounting`)."""
+    prompt and generator, all through one store and one call budget. Judges are loaded one at a time
+    and released before the next. Returns (accuracies, stats, picks, why the budget stopped it or
+    None); what was done before a stop is kept. The stats are the study's totals over all invocations
+    (see :mod:`bon.accounting`)."""
     store = JudgmentStore(run.store, invocation=ledger.entry["id"], command=ledger.entry["command"])
     budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
@@ -162,31 +192,57 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, b
     picks: list[dict[str, Any]] = []
     stopped = None
     try:
-        for judge in judges:
-            refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage,
-                            executor=executor)
-                    for stage in JUDGE_STAGES}
-            started = time.perf_counter()
-            accuracy, bench = judge_preference_set(run, refs["mmrb2"], list(pair_counts))
-            ledger.judge_wall(judge.name, "mmrb2", time.perf_counter() - started)
-            started = time.perf_counter()
-            judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
-            ledger.judge_wall(judge.name, "selection", time.perf_counter() - started)
-            accuracies[judge.name] = accuracy
-            picks += judge_picks
-            last = {stage: ref.stats.as_dict() for stage, ref in refs.items()}
-            cost = judge_accounting(store, refs["mmrb2"].judge_id, judge.name, ledger, last)
-            cost["mmrb2"]["tasks"] = bench
-            cost["selection"]["strategy"] = strategy_label(strategy)
-            judge_stats[judge.name] = cost
-            note(f"judge {judge.name}: {cost['last_invocation']['calls_made']} calls made, "
-                 f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
+        for spec in cfg.judges:
+            try:
+                picks += _judge_one(run, cfg, official_spec(spec, cfg.official), strategy, bon_prompts, candidates,
+                                    list(pair_counts), store, budget, ledger, executor, accuracies, judge_stats, identities)
+            finally:
+                finished("judge", spec.label)  # the judge's last reference died with _judge_one's frame
     except BudgetExhausted as exc:
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         store.close()
     return accuracies, judge_stats, picks, stopped
+
+
+def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],
+               candidates: dict[str, dict[str, list[Candidate]]], tasks: list[str], store: JudgmentStore, budget: Budget,
+               ledger: Ledger, executor, accuracies: dict, judge_stats: dict, identities: dict | None) -> list[dict[str, Any]]:
+    """One judge's preference-set accuracy and picks; the judge is loaded here and closed on return."""
+    with loaded(spec, "judge") as judge:
+        if identities is not None:
+            identities[judge.name] = judge.identity()
+        refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage, executor=executor)
+                for stage in JUDGE_STAGES}
+        started = time.perf_counter()
+        accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
+        ledger.judge_wall(judge.name, "mmrb2", time.perf_counter() - started)
+        started = time.perf_counter()
+        judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
+        ledger.judge_wall(judge.name, "selection", time.perf_counter() - started)
+        accuracies[judge.name] = accuracy
+        last = {stage: ref.stats.as_dict() for stage, ref in refs.items()}
+        cost = judge_accounting(store, refs["mmrb2"].judge_id, judge.name, ledger, last)
+        cost["mmrb2"]["tasks"] = bench
+        cost["selection"]["strategy"] = strategy_label(strategy)
+        judge_stats[judge.name] = cost
+        note(f"judge {judge.name}: {cost['last_invocation']['calls_made']} calls made, "
+             f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
+    return judge_picks
+
+
+def official_spec(spec: PluginSpec, official: bool) -> PluginSpec:
+    """A study's ``official: true`` asks every judge that knows MMRB2's official request conditions
+    (an ``official`` option) for them; other judges are unchanged."""
+    if not official:
+        return spec
+    import inspect
+
+    factory = registry.resolve("judge", registry.parse_spec(spec.name)[0])
+    if "official" not in inspect.signature(factory).parameters:
+        return spec
+    return replace(spec, options={**spec.options, "official": True})
 
 
 @dataclass
@@ -204,6 +260,7 @@ class FinishedStudy:
         registry spec; ``label`` names it in picks and tables."""
         for j in self.cfg.judges:
             if j.label == spec:
+                j = official_spec(j, self.cfg.official)
                 return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 

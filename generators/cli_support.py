@@ -93,6 +93,7 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
         "skipped_prompts": skipped,
         "generated_prompts": len(prompts) - skipped,
         "missing_candidates": missing,
+        "pending_prompts": len(prompts) - len(result),  # transient failures: a rerun generates them
         "seconds": round(seconds, 2),
     }
 

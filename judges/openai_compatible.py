@@ -31,7 +31,10 @@ Options:
   price_input, price_output   USD per 1M input / output tokens, for the cost in meta
   preflight          GET /models at construction so a dead endpoint fails at once (default true)
   preflight_timeout  seconds for that check (default 5)
-  official_prompts   path to an MMRB2 checkout: use its rubric text instead of bon's
+  official_prompts   path to an MMRB2 checkout: use its rubric text instead of bon's, and (unless
+                     official: false) the official request (judges/prompts/official.py): one part per
+                     segment, original image bytes, no sampling parameters, the official JSON answer
+  official           official request conditions (default: on exactly when official_prompts is set)
   keep_answer        keep the model's full answer in meta (default true)
   batch              submit each referee batch as one Batch API job (judges/openai_batch.py; default false)
   batch_poll, batch_window, batch_price_factor   seconds between status polls (30), completion window
@@ -52,6 +55,7 @@ from bon.errors import BonError
 from bon.protocol import Comparison, PairwiseJudge, Verdict
 
 from bon.tasks import SCORER_NAMES as TASKS  # noqa: E402  (rubric per scorer task)
+from bon.tasks import scorer_task  # noqa: E402
 
 
 class OpenAICompatibleJudge(PairwiseJudge):
@@ -64,7 +68,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         name: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
-        max_image_side: int | None = 1024,
+        max_image_side: int | str | None = "auto",  # 1024, or none under official conditions
         image_format: str = "png",
         temperature: float | None = None,
         top_p: float | None = None,
@@ -87,6 +91,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         batch_poll: float = 30.0,
         batch_window: str = "24h",
         batch_price_factor: float = 0.5,
+        official: bool | None = None,
     ) -> None:
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
         if not model:
@@ -95,6 +100,11 @@ class OpenAICompatibleJudge(PairwiseJudge):
             raise BonError(f"{self.name}: image_format must be png, jpeg or webp, got {image_format!r}")
         if extra_body is not None and not isinstance(extra_body, dict):
             raise BonError(f"{self.name}: extra_body must be a mapping")
+        self.official = bool(official_prompts) if official is None else bool(official)
+        if self.official and not official_prompts:
+            raise BonError(f"{self.name}: official conditions need official_prompts: PATH (a checkout of facebookresearch/MMRB2)")
+        if max_image_side == "auto":
+            max_image_side = None if self.official else 1024
         self.max_image_side = int(max_image_side) if max_image_side else None
         self.image_format = image_format
         self.temperature = temperature
@@ -137,6 +147,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
             "extra_body": self.extra_body,
             "max_image_side": self.max_image_side,
             "image_format": self.image_format,
+            **({"conditions": "official"} if self.official else {}),
         }
 
     # --- requests ------------------------------------------------------------------------------
@@ -160,6 +171,10 @@ class OpenAICompatibleJudge(PairwiseJudge):
         return url
 
     def request(self, c: Comparison) -> dict[str, Any]:
+        if self.official:
+            from judges.prompts.official import api_request
+
+            return api_request(self.model, self.templates[scorer_task(c.prompt.task)], c, self.max_image_side)
         seed = int(self.seed) + c.sample if self.seed is not None else None
         body = self.endpoint.chat_body(self.messages(c), self.max_tokens, temperature=self.temperature, top_p=self.top_p,
                                        reasoning_effort=self.reasoning_effort, seed=seed)
@@ -181,13 +196,14 @@ class OpenAICompatibleJudge(PairwiseJudge):
         if isinstance(reply, ApiFailure):
             return Verdict.failed(reply.reason, transient=reply.transient, attempts=reply.attempts)
         from judges.prompts import parse_answer
+        from judges.prompts.official import verdict as official_verdict
 
         meta = reply_meta(reply)
         try:
             text = chat_text(reply)
         except ApiFailure as exc:
             return Verdict.failed(exc.reason, **meta)
-        verdict = parse_answer(text)
+        verdict = (official_verdict if self.official else parse_answer)(text)
         if self.keep_answer:
             meta["answer"] = redact(text, self.endpoint.key())
         verdict.meta = {**meta, **verdict.meta}

@@ -23,7 +23,10 @@ float32 | bfloat16 | float16), ``device`` (auto | cpu | cuda | cuda:N | mps), ``
 auto, for models split over GPUs), ``attn_implementation``, ``max_image_pixels`` (images larger than
 this are downscaled first, default 1048576), ``batch_size`` (default 8), ``max_new_tokens`` (default
 768), ``do_sample`` (default false), ``temperature``, ``top_p``, ``seed``, ``answer_prefix``,
-``chat_template_kwargs`` (e.g. ``{enable_thinking: false}``), ``official_prompts`` (an MMRB2 checkout).
+``chat_template_kwargs`` (e.g. ``{enable_thinking: false}``), ``official_prompts`` (an MMRB2 checkout: its
+rubric text and, unless ``official: false``, the official conditions of judges/prompts/official.py: one
+chat part per segment, original images unless ``max_image_pixels`` is set, temperature 1.0 sampling with
+up to 2,000 new tokens, the official JSON answer).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from bon.backends.device import HalvingBatches, OutOfMemory
 from bon.backends.images import fit_pixels
 from bon.errors import BonError, first_line
 from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin, seeded_coin
-from bon.tasks import SCORER_NAMES as TASKS  # noqa: E402  (rubric per scorer task)
+from bon.tasks import SCORER_NAMES as TASKS  # rubric per scorer task
+from bon.tasks import scorer_task
 DEFAULT_PREFIX = '{"better_response": "'
 MODES = ("generate", "logits")
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL image)
@@ -61,7 +65,7 @@ class TransformersVlmJudge(PairwiseJudge):
         device: str = "auto",
         device_map: str | dict | None = None,
         attn_implementation: str | None = None,
-        max_image_pixels: int | None = 1024 * 1024,
+        max_image_pixels: int | str | None = "auto",  # 1024 x 1024, or none under official conditions
         batch_size: int = 8,
         max_new_tokens: int = 768,
         do_sample: bool = False,
@@ -71,8 +75,15 @@ class TransformersVlmJudge(PairwiseJudge):
         answer_prefix: str = DEFAULT_PREFIX,
         chat_template_kwargs: dict[str, Any] | None = None,
         official_prompts: str | Path | None = None,
+        official: bool | None = None,
     ) -> None:
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
+        self.official = bool(official_prompts) if official is None else bool(official)
+        if self.official and (not official_prompts or mode != "generate"):
+            raise BonError(f"{self.name}: official conditions need official_prompts: PATH and mode: generate "
+                           "(official: false keeps only the official rubric text)")
+        if max_image_pixels == "auto":
+            max_image_pixels = None if self.official else 1024 * 1024
         if not model:
             raise BonError(f"{self.name}: option 'model' is required (transformers-vlm:HUB_ID or a folder)")
         if mode not in MODES:
@@ -115,9 +126,15 @@ class TransformersVlmJudge(PairwiseJudge):
             ident["answer_prefix"] = self.answer_prefix
         else:
             ident["sampling"] = self.generation_settings() | {"seed": self.seed}
+        if self.official:
+            ident["conditions"] = "official"
         return ident
 
     def generation_settings(self) -> dict[str, Any]:
+        if self.official:
+            from judges.prompts.official import LOCAL_SAMPLING
+
+            return dict(LOCAL_SAMPLING)
         settings: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
         if self.do_sample:
             if self.temperature is not None:
@@ -135,6 +152,18 @@ class TransformersVlmJudge(PairwiseJudge):
         items = comparison_items(self.templates, c)
         return [("text", v) if k == "text" else ("image", fit_pixels(v.load(), px)) for k, v in items]
 
+    def render(self, c: Comparison) -> Rendered:
+        """The chat-template text and images of one comparison (one part per segment when official)."""
+        if not self.official:
+            return self.backend.render(self.parts(c), self.suffix())
+        from judges.prompts.official import local_turn
+
+        px = self.max_image_pixels
+        content, images = local_turn(self.templates[scorer_task(c.prompt.task)], c, (lambda im: fit_pixels(im, px)) if px else None)
+        text = self.backend.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                                          tokenize=False, **self.backend.chat_template_kwargs)
+        return text, images
+
     def suffix(self) -> str:
         return self.answer_prefix if self.mode == "logits" else ""
 
@@ -150,7 +179,7 @@ class TransformersVlmJudge(PairwiseJudge):
             ready: list[tuple[int, Rendered]] = []
             for i in order[start : start + size]:
                 try:
-                    ready.append((i, self.backend.render(self.parts(comparisons[i]), self.suffix())))
+                    ready.append((i, self.render(comparisons[i])))
                 except BonError as exc:  # an unreadable image: this comparison only
                     verdicts[i] = Verdict.failed(str(exc))
                 except Exception as exc:  # noqa: BLE001 - e.g. a chat template that rejects the turn
@@ -208,6 +237,7 @@ class TransformersVlmJudge(PairwiseJudge):
 
     def _from_text(self, comps: list[Comparison], batch: dict[str, Any]) -> list[Verdict]:
         from judges.prompts import parse_answer
+        from judges.prompts.official import verdict as official_verdict
 
         seed = None
         if self.do_sample:
@@ -216,7 +246,7 @@ class TransformersVlmJudge(PairwiseJudge):
         texts = self.backend.generate(batch, seed=seed, **self.generation_settings())
         out = []
         for text in texts:
-            v = parse_answer(text)
+            v = (official_verdict if self.official else parse_answer)(text)
             v.meta = {"mode": "generate", "answer": text, **v.meta}
             out.append(v)
         return out

@@ -98,6 +98,7 @@ def verify_command(run_dir: Path, verifier_spec: str, options: dict[str, Any] | 
     summary: dict[str, Any] = {
         "run": str(run.root), "verifier": verifier_spec, "label": label, "scores_file": str(target),
         "study_verifier": same, "candidates": len(candidates), "newly_scored": len([c for c in candidates if c.key not in before]),
+        "pending": sum(c.key not in scores for c in candidates),  # transient failures: a rerun scores them
         "missing": len(missing), "missing_reasons": dict(reasons.most_common(5)), "seconds": round(seconds, 2),
         "incomplete_prompts": {g: k for g, k in incomplete.items() if k}, "mean_scores": means,
         "identity": _identity(verifier),

@@ -75,9 +75,11 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy
               help="Only the first M prompts per task (a quick look; a study of its own).")
 @click.option("--shard", default=None, metavar="I/K", help="Run only the I-th of K prompt shards (join them with bon merge).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where stage work runs instead of the config's.")
+@click.option("--dry-run", is_flag=True, help="Print each stage's models, memory, calls and API cost; load and call nothing.")
 @json_option("the summary table")
 def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy_options: tuple[str, ...],
-        max_calls: Optional[int], limit: Optional[int], shard: Optional[str], executor: Optional[str], json_out: Optional[Path]) -> None:
+        max_calls: Optional[int], limit: Optional[int], shard: Optional[str], executor: Optional[str], dry_run: bool,
+        json_out: Optional[Path]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
@@ -90,6 +92,13 @@ def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy
         cfg.strategy.options = {**({} if strategy else cfg.strategy.options), **parse_options(strategy_options, "--strategy-option")}
     if limit is not None:
         cfg.suite = {**cfg.suite, "limit": limit}
+    if dry_run:
+        from bon.plan import check_fit, plan_study, render
+
+        plan = plan_study(cfg, str(config))
+        out.print("\n".join(render(plan)), highlight=False, markup=False)
+        check_fit(plan)
+        return
     _run(cfg, json_out, "run")
 
 
@@ -108,6 +117,7 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
     check_output_file(json_out)
     started = time.perf_counter()
     outcome = run_study(cfg, command=command)
+    _exit_if_pending(outcome.pending)
     if cfg.shard:  # a shard's numbers are partial: the report comes from `bon merge`
         out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
                   f"in {outcome.run.root}; join all shards with `bon merge`")
@@ -120,6 +130,15 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
                               "results": outcome.results.to_dict(orient="records")})
     if outcome.stopped:
         print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
+        raise click.exceptions.Exit(3)
+
+
+def _exit_if_pending(pending: dict[str, int]) -> None:
+    """Exit 3 ("rerun to continue") while transient failures left items undone."""
+    if sum(pending.values()):
+        where = ", ".join(f"{stage} {k}" for stage, k in pending.items() if k)
+        print(f"bon: {sum(pending.values())} items pending because of transient failures ({where}); rerun to continue",
+              file=sys.stderr)
         raise click.exceptions.Exit(3)
 
 
@@ -160,6 +179,7 @@ def generate(generator_spec: str, label: Optional[str], generator_options: tuple
     summary = generate_command(generator_spec, options, suite, n, out_dir, batch_size, seed, limit)
     out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
     _write_numbers(json_out, summary)
+    _exit_if_pending({"prompts": summary["pending_prompts"]})
 
 
 @app.command()
@@ -183,6 +203,7 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
     if summary.get("missing_reasons"):
         out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
     _write_numbers(json_out, summary)
+    _exit_if_pending({"candidates": summary["pending"]})
 
 
 def _judge_label(spec: str, label: Optional[str], options: dict[str, Any]) -> str:

@@ -61,11 +61,13 @@ class PluginWorker:
     def ping(self) -> int:
         return os.getpid()
 
-    def sample(self, label: str, prompts: list[Prompt], seeds: list[list[int]]) -> list[list[Candidate]]:
+    def sample(self, label: str, prompts: list[Prompt], seeds: list[list[int]]) -> list[list[Candidate] | None]:
+        from bon.executors.local import safe_sample
+
         self._fault_point("generate")
         generator = self._plugin("generator", label)
-        out = [generator.sample(p, s) for p, s in zip(prompts, seeds)]
-        for cands in out:  # pixels travel back, the driver writes the files
+        out = [safe_sample(generator, p, s) for p, s in zip(prompts, seeds)]
+        for cands in filter(None, out):  # pixels travel back, the driver writes the files
             for c in cands:
                 for item in c.content:
                     if getattr(item, "kind", "") == "image" and item.path is not None:
@@ -146,7 +148,7 @@ class RayExecutor:
         return self._pool
 
     def sample_all(self, generator: Generator, prompts: Sequence[Prompt],
-                   seeds_of: Callable[[Prompt], list[int]]) -> Iterator[list[Candidate]]:
+                   seeds_of: Callable[[Prompt], list[int]]) -> Iterator[list[Candidate] | None]:
         """One task per prompt (its N seeds are the model's batch); results in prompt order."""
         label = self._label("generator", generator.name)
         tasks = [([p], [seeds_of(p)]) for p in prompts]

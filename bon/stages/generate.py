@@ -1,4 +1,9 @@
-"""Stage 2: N candidates per prompt and generator, appended prompt by prompt (resumable)."""
+"""Stage 2: N candidates per prompt and generator, appended prompt by prompt (resumable).
+
+A prompt whose generation failed transiently (out of memory, a timeout, a 429/5xx answer), whether
+the generator raised or returned a candidate marked missing for such a reason, is not written: it
+stays pending and the next run generates it. Final failures (refused content) are stored as missing
+candidates with their reason."""
 
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ def load_done(run: RunFolder, generator: str, n: int) -> dict[str, list[Candidat
 
 def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int, seed: int,
              executor=None) -> dict[str, list[Candidate]]:
-    """``executor`` (default: in-process) runs the sampling; this driver writes every candidate."""
+    """Candidates of every prompt that is complete; prompts left out are pending (transient failures).
+    ``executor`` (default: in-process) runs the sampling; this driver writes every candidate."""
     executor = executor or LocalExecutor()
     done = load_done(run, generator.name, n)
     todo = [p for p in prompts if p.id not in done]
@@ -40,9 +46,11 @@ def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int
         progress.advance(len(prompts) - len(todo))
         sampled = executor.sample_all(generator, todo, lambda p: candidate_seeds(seed, generator.name, p.id, n))
         for prompt, cands in zip(todo, sampled):
-            if len(cands) != n:
-                raise BonError(f"generator {generator.name}: {len(cands)} candidates for prompt {prompt.id}, expected {n}")
-            append_jsonl(run.candidates(generator.name), [c.to_json(folder, folder / "images") for c in cands])
+            if cands is not None:
+                if len(cands) != n:
+                    raise BonError(f"generator {generator.name}: {len(cands)} candidates for prompt {prompt.id}, expected {n}")
+                append_jsonl(run.candidates(generator.name), [c.to_json(folder, folder / "images") for c in cands])
             progress.advance()
     fresh = load_done(run, generator.name, n)
-    return {p.id: fresh[p.id] for p in prompts}
+    return {p.id: fresh[p.id] for p in prompts if p.id in fresh}
+

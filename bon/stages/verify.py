@@ -1,4 +1,8 @@
-"""Stage 3: the downstream verifier scores every candidate once; any pick's score is then a lookup."""
+"""Stage 3: the downstream verifier scores every candidate once; any pick's score is then a lookup.
+
+A transient grading failure (out of memory, a timeout, a 429/5xx answer) is not written: the
+candidate stays pending (absent from the scores file) and the next run scores it. A final failure
+(an unparseable answer, refused content) is written as a missing score with its reason."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
 from bon.executors.local import LocalExecutor
 from bon.executors.local import safe_score as _safe_score  # noqa: F401  (tests import it from here)
+from bon.failures import looks_transient
 from bon.plugins import Score, Verifier
 from bon.progress import bar
 from bon.runfolder import RunFolder
@@ -31,13 +36,19 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
     with bar(f"verify ({verifier.name})", len(candidates)) as progress:
         progress.advance(len(candidates) - len(todo))
         for cand, score in zip(todo, executor.score_all(verifier, [(prompts[c.prompt_id], c) for c in todo])):
-            pending.append(_record(cand, score))
+            if not (score.transient or (score.value is None and looks_transient(score.missing))):
+                pending.append(_record(cand, score))
             progress.advance()
             if len(pending) >= FLUSH_EVERY:
                 append_jsonl(path, pending)
                 pending = []
         append_jsonl(path, pending)
     return load_scores(run, path)
+
+
+def unscored(candidates: list[Candidate], scores: dict[ScoreKey, dict]) -> int:
+    """How many candidates are still pending: not in the scores file after a verify pass."""
+    return sum(c.key not in scores for c in candidates)
 
 
 def _record(cand: Candidate, score: Score) -> dict:

@@ -1,0 +1,291 @@
+"""What a study will cost before it runs: ``bon run CONFIG --dry-run``.
+
+Per stage (each generator, the verifier, each judge: the stage runner holds one of them at a time),
+the models it loads and their memory, and the calls it makes; the API cost where a judge sets prices;
+and whether each stage fits the devices. Nothing is loaded and nothing is called: model sizes come
+from the safetensors files of a local folder or of the local Hugging Face cache, else from the spec's
+``memory_gb``, else they are "unknown"; prompt counts come from a suite that is on disk, or from the
+benchmark's published size.
+
+Memory means weights only (activations come on top, see the configs' notes). Where one plugin loads
+several diffusers pipelines (the interleaved agent), components that are the same in both (same
+folder name and size: FLUX's text encoders and VAE) are counted once, as the agent shares them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from bon import registry
+from bon.config import PluginSpec, StudyConfig
+from bon.errors import BonError
+
+GB = 1e9
+# Published sizes of the benchmark suites (prompts), used when the suite is not on disk.
+SUITE_SIZES = {"genai-bench": 1600, "gedit-bench": 606, "isg-bench": 1150, "emma": 2788}
+API_PLUGINS = {"openai-compatible", "openai-images"}
+# Tokens per judge call assumed for the cost estimate (a prompt and two ~1024 px images in, a short
+# reasoning and the JSON answer out); a rough figure, printed with the estimate.
+TOKENS_PER_CALL = (3000, 800)
+
+
+@dataclass
+class ModelRef:
+    model: str
+    remote: bool  # served by an API: no local memory
+    on_device: bool  # not pinned to the CPU
+
+
+@dataclass
+class Stage:
+    name: str
+    spec: PluginSpec
+    models: list[ModelRef]
+    memory_gb: float | None  # None: unknown
+    memory_source: str
+    calls: str
+    cost_usd: float | None = None
+    on_device: bool = True
+
+
+@dataclass
+class Plan:
+    config: str
+    prompts: dict[str, int | None]  # "best_of_n" and "preference" prompts; None when unknown
+    prompt_source: str
+    n: int
+    strategy: str
+    stages: list[Stage] = field(default_factory=list)
+    device_gb: float | None = None
+    device_count: int = 1
+    device_source: str = "none declared and no CUDA device visible: fit not checked"
+
+    def too_big(self) -> Stage | None:
+        """The first stage whose known memory exceeds what one device (or all, for device_map) holds."""
+        if self.device_gb is None:
+            return None
+        for stage in self.stages:
+            room = self.device_gb * (self.device_count if _spans_devices(stage.spec.options) else 1)
+            if stage.on_device and stage.memory_gb is not None and stage.memory_gb > room:
+                return stage
+        return None
+
+
+def plan_study(cfg: StudyConfig, config_name: str) -> Plan:
+    prompts, source = count_prompts(cfg)
+    plan = Plan(config_name, prompts, source, cfg.n, cfg.strategy.name)
+    bon = prompts["best_of_n"]
+    for spec in cfg.generators:
+        calls = f"{bon} prompts, {bon * cfg.n} candidates" if bon is not None else "unknown prompts"
+        plan.stages.append(_stage(f"generate {spec.label}", spec, "generator", calls))
+    candidates = (sum(prompts.values()) * cfg.n * len(cfg.generators)) if None not in prompts.values() else None
+    plan.stages.append(_stage(f"verify {cfg.verifier.label}", cfg.verifier, "verifier",
+                              f"{candidates} candidates" if candidates is not None else "unknown candidates"))
+    for spec in cfg.judges:
+        calls, count = judge_calls(cfg, spec, prompts)
+        stage = _stage(f"judge {spec.label}", spec, "judge", calls)
+        stage.cost_usd = api_cost(spec, count)
+        plan.stages.append(stage)
+    plan.device_gb, plan.device_count, plan.device_source = device_memory(cfg)
+    return plan
+
+
+def count_prompts(cfg: StudyConfig) -> tuple[dict[str, int | None], str]:
+    """Best-of-N and preference prompts: built from a suite on disk, else the benchmark's size."""
+    suite = dict(cfg.suite)
+    name = suite.get("name", "jsonl" if "path" in suite else "synthetic")
+    path = suite.get("path")
+    if name == "synthetic" or (path and Path(path).exists()):
+        from bon import suites
+        from bon.stages.prompts import split
+
+        try:
+            prompts = suites.build(suite, cfg.tasks, cfg.seed)
+        except BonError as exc:
+            return {"best_of_n": None, "preference": 0}, f"unknown ({exc})"
+        bon, pref = split(prompts)
+        if name == "synthetic":  # the held-out preference prompts are drawn beside the suite
+            pref += [None] * (cfg.preference.prompts_per_task * len(cfg.tasks))
+        return {"best_of_n": len(bon), "preference": len(pref)}, f"{name} suite read from {path or 'the synthetic world'}"
+    if name in SUITE_SIZES and not path:
+        size = SUITE_SIZES[name]
+        if suite.get("limit"):
+            size = min(size, int(suite["limit"]))
+        return {"best_of_n": size, "preference": 0}, f"{name}: its published size{' with limit' if suite.get('limit') else ''}"
+    return {"best_of_n": None, "preference": 0}, f"unknown ({path or name} is not on disk)"
+
+
+def judge_calls(cfg: StudyConfig, spec: PluginSpec, prompts: dict[str, int | None]) -> tuple[str, int | None]:
+    """Calls of one judge: the study's strategy first, then what the others would cost."""
+    bon = prompts["best_of_n"]
+    if bon is None:
+        return "unknown prompts", None
+    groups = bon * len(cfg.generators)
+    per_group = strategy_calls(cfg.n, cfg.samples)
+    pref_calls = cfg.preference.pairs_per_prompt * prompts["preference"] * 2 * cfg.samples
+    chosen = per_group.get(cfg.strategy.name)
+    total = None if chosen is None else chosen * groups + pref_calls
+    others = ", ".join(f"{k} {v * groups}" for k, v in per_group.items() if k != cfg.strategy.name)
+    head = f"{total} ({cfg.strategy.name})" if total is not None else f"unknown ({cfg.strategy.name})"
+    return f"{head}; {others}" + (f"; incl. {pref_calls} preference-set calls" if pref_calls else ""), total
+
+
+def strategy_calls(n: int, samples: int = 1) -> dict[str, int]:
+    """Judge calls per prompt and generator: knockout 2(N-1), round-robin N(N-1) (both orders of
+    each match, times ``samples``), pointwise N (each candidate scored once)."""
+    return {"knockout": 2 * (n - 1) * samples, "round-robin": n * (n - 1) * samples, "pointwise": n}
+
+
+def api_cost(spec: PluginSpec, calls: int | None) -> float | None:
+    price_in, price_out = spec.options.get("price_input"), spec.options.get("price_output")
+    if calls is None or (price_in is None and price_out is None):
+        return None
+    tokens_in, tokens_out = TOKENS_PER_CALL
+    return calls * (tokens_in * float(price_in or 0) + tokens_out * float(price_out or 0)) / 1e6
+
+
+def _stage(name: str, spec: PluginSpec, kind: str, calls: str) -> Stage:
+    models = list(model_refs(spec, kind))
+    local = [m for m in models if not m.remote]
+    on_device = any(m.on_device for m in local) if local else spec.memory_gb is not None
+    if spec.memory_gb is not None:
+        memory, source = float(spec.memory_gb), "declared"
+    elif not local:
+        memory, source = 0.0, "API" if models else "no model"
+    else:
+        sizes = model_components([m.model for m in local])
+        if sizes is None:
+            memory, source = None, "unknown"
+        else:
+            memory, source = sum(sizes.values()) / GB, "safetensors"
+    return Stage(name, spec, models, memory, source, calls, on_device=on_device)
+
+
+def model_refs(spec: PluginSpec, kind: str) -> Iterator[ModelRef]:
+    """Every model a plugin spec names: ``name:model``, and ``model`` / ``*_model`` keys anywhere in its
+    options (a planner, renderer, editor or grader). A mapping with ``backend: openai`` or a
+    ``base_url`` is served remotely, as are the API plugins."""
+    name, from_spec = registry.parse_spec(spec.name)
+    top = {**spec.options, **from_spec}
+    if "model" not in top and name not in API_PLUGINS:
+        default = default_model(spec, kind)
+        if default:
+            top["model"] = default
+    yield from _walk(top, remote=name in API_PLUGINS, on_device=True)
+
+
+def default_model(spec: PluginSpec, kind: str) -> str | None:
+    """The model a plugin loads when the spec names none: the string default of its ``model`` argument."""
+    import inspect
+
+    try:
+        param = inspect.signature(registry.resolve(kind, registry.parse_spec(spec.name)[0])).parameters.get("model")
+    except (BonError, TypeError, ValueError):
+        return None
+    return param.default if param is not None and isinstance(param.default, str) else None
+
+
+def _walk(options: dict[str, Any], remote: bool, on_device: bool) -> Iterator[ModelRef]:
+    remote = remote or options.get("backend") == "openai" or bool(options.get("base_url"))
+    if "device" in options:
+        on_device = str(options["device"]) != "cpu"
+    for key, value in options.items():
+        if (key == "model" or key.endswith("_model")) and isinstance(value, str):
+            yield ModelRef(value, remote, on_device)
+        elif isinstance(value, dict):
+            yield from _walk(value, remote, on_device)
+
+
+def model_components(models: list[str]) -> dict[tuple[str, int], int] | None:
+    """Safetensors bytes per (component folder, size) over ``models``: a component two pipelines have
+    in common is counted once. None when a model's files are not on this machine."""
+    sizes: dict[tuple[str, int], int] = {}
+    for model in models:
+        folder = local_snapshot(model)
+        if folder is None:
+            return None
+        per_component: dict[str, int] = {}
+        for f in folder.rglob("*.safetensors"):
+            rel = f.relative_to(folder)
+            component = rel.parts[0] if len(rel.parts) > 1 else f"{model}/"
+            per_component[component] = per_component.get(component, 0) + f.stat().st_size
+        if not per_component:
+            return None
+        for component, size in per_component.items():
+            sizes[(component, size)] = size
+    return sizes
+
+
+def local_snapshot(model: str) -> Path | None:
+    """A local model folder, or the newest snapshot of a hub id in the local Hugging Face cache."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if "/" not in model or path.is_absolute() or model.startswith("."):
+        return None
+    hub = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub")
+    snapshots = Path(hub) / f"models--{model.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob("*"), key=lambda p: p.stat().st_mtime) if snapshots.is_dir() else []
+    return found[-1] if found else None
+
+
+def device_memory(cfg: StudyConfig) -> tuple[float | None, int, str]:
+    """Per-device GB and device count: the config's ``devices``, else the visible CUDA devices."""
+    if cfg.devices.get("memory_gb"):
+        count = int(cfg.devices.get("count", 1))
+        return float(cfg.devices["memory_gb"]), count, f"{count} x {cfg.devices['memory_gb']:g} GB (declared in devices:)"
+    try:
+        import torch
+    except ImportError:
+        return None, 1, "torch not installed and none declared: fit not checked"
+    if not torch.cuda.is_available():
+        return None, 1, "no CUDA device visible and none declared (devices: {memory_gb: ...}): fit not checked"
+    count = torch.cuda.device_count()
+    smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(count)) / GB
+    return smallest, count, f"{count} x {smallest:.1f} GB (visible CUDA devices)"
+
+
+def _spans_devices(options: dict[str, Any]) -> bool:
+    return options.get("device_map") not in (None, "cuda", "cpu")
+
+
+def render(plan: Plan) -> list[str]:
+    bon, pref = plan.prompts["best_of_n"], plan.prompts["preference"]
+    lines = [
+        f"plan for {plan.config} (dry run: nothing loaded, nothing called)",
+        f"prompts: {bon if bon is not None else 'unknown'} for Best-of-N, {pref} for the preference set "
+        f"({plan.prompt_source}); N = {plan.n}; strategy {plan.strategy}",
+        f"devices: {plan.device_source}",
+        f"{'stage':<30}{'memory (weights)':<34}calls  [models]",
+    ]
+    for s in plan.stages:
+        memory = "unknown" if s.memory_gb is None else f"{size(s.memory_gb)} ({s.memory_source})"
+        if s.memory_gb and not s.on_device:
+            memory += " on CPU"
+        cost = f"; ~${s.cost_usd:,.0f}" if s.cost_usd is not None else ""
+        models = ", ".join(m.model + (" (API)" if m.remote else "") for m in s.models) or "-"
+        lines.append(f"{s.name:<30}{memory:<34}{s.calls}{cost}  [{models}]")
+    known = [s for s in plan.stages if s.memory_gb is not None]
+    if known:
+        top = max(known, key=lambda s: s.memory_gb)
+        lines.append(f"peak: {size(top.memory_gb)} of weights ({top.name}): the runner holds one stage's models at a time"
+                     + ("" if len(known) == len(plan.stages) else "; some stages unknown"))
+    costs = [s.cost_usd for s in plan.stages if s.cost_usd is not None]
+    if costs:
+        lines.append(f"API cost estimate: ~${sum(costs):,.0f} (list prices from the config, assuming "
+                     f"{TOKENS_PER_CALL[0]} input and {TOKENS_PER_CALL[1]} output tokens per call)")
+    return lines
+
+
+def size(gb: float) -> str:
+    return f"{gb:.1f} GB" if gb >= 1 or gb == 0 else f"{gb * 1000:.1f} MB"
+
+
+def check_fit(plan: Plan) -> None:
+    stage = plan.too_big()
+    if stage is not None:
+        raise BonError(f"{plan.config}: stage '{stage.name}' needs ~{stage.memory_gb:.1f} GB of weights "
+                       f"({stage.memory_source}) but the device holds {plan.device_gb:g} GB ({plan.device_source})")
