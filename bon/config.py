@@ -71,7 +71,7 @@ class StudyConfig:
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
     source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
     shard: str | None = None  # "I/K": this folder runs the I-th of K deterministic prompt shards (bon merge joins them)
-    executor: dict[str, Any] = field(default_factory=lambda: {"name": "local"})  # where stage work runs
+    executor: dict[str, Any] = field(default_factory=lambda: {"name": "local", "options": {}})  # where stage work runs
     devices: dict[str, Any] = field(default_factory=dict)  # e.g. {memory_gb: 80, count: 1}, for the plan's fit check
     official: bool = False  # judges build MMRB2's official request (see judges/prompts/official.py)
 

@@ -43,7 +43,7 @@ def _one_line_error(capsys, argv) -> str:
     ({"generators": [{"name": "synthetic", "label": "s", "options": {"skil": "weak"}}]},
      "generators[0]: generator 'synthetic': unknown option 'skil'; did you mean skill?"),
     ({"strategy": {"name": "knockout", "options": {"seding": "shuffle"}}},
-     "strategy: strategy 'knockout': unknown option 'seding'; did you mean seeding?"),
+     "strategy: strategy 'knockout': unknown option 'seding'; did you mean seeding"),
     ({"verifier": {"name": "synthetic", "options": {"strict": True}}}, "verifier: verifier 'synthetic': unknown option 'strict'"),
     ({"judges": [{"name": "random", "optons": {"firm": 0.1}}]}, "judges[0]: unknown key(s) optons"),
     ({"generators": [{"name": "synthetic", "options": {"skill": "superb"}}]}, "skill must be strong, weak or a number"),
