@@ -28,8 +28,9 @@ from bon.runfolder import RunFolder, write_json, write_text
 from bon.stages.analyse import results_table
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
-from bon.stages.preference import build_preference_set
+from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import prepare_prompts, split
+from bon.stages.pool import BufferedStore, flush_into, run_jobs, worker_count
 from bon.stages.select import select
 from bon.stages.verify import load_scores, verify
 from bon.store import JudgmentStore
@@ -85,7 +86,10 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
     lap("prompts")
 
-    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: generate(run, g, prompts, cfg.n, cfg.seed) for g in generators}
+    # each generator writes its own candidates file, so forkable ones generate in parallel
+    by_generator = list(run_jobs(lambda i: generate(run, generators[i], prompts, cfg.n, cfg.seed), len(generators),
+                                 worker_count(generators, len(generators))))
+    candidates: dict[str, dict[str, list[Candidate]]] = {g.name: c for g, c in zip(generators, by_generator)}
     lap("generate")
 
     prompt_map = {p.id: p for p in prompts}
@@ -94,7 +98,9 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     lap("verify")
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
-    pair_counts = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, scores, cfg.preference, cfg.seed)
+    preference = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, cfg.preference, cfg.seed)
+    pair_counts = preference.counts()
+    agreement = verifier_agreement(preference, scores)  # measured after the fact: the set never saw scores
     note(f"[bold]preference set[/]: {', '.join(f'{t} {k} pairs' for t, k in pair_counts.items())}" if pair_counts else
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
@@ -106,41 +112,66 @@ def run_study(cfg: StudyConfig) -> StudyOutcome:
     results = results_table(picks, scores, accuracies, cfg.n)
     provenance = {"verifier": verifier.identity(), "generators": {g.name: g.identity() for g in generators},
                   "judges": {j.name: j.identity() for j in judges}}
-    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance)
+    from analysis.predictors import shared_grader
+
+    honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader(judges, verifier),
+               "skipped_without_truth": preference.skipped_no_truth}
+    return analyse(run, cfg, results, timings, judge_stats, pair_counts, stopped, provenance, honesty)
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, judges: list, strategy, bon_prompts: list[Prompt],
                      candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int]):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
     prompt and generator, all through one store and one call budget. Returns (accuracies, stats,
-    picks, why the budget stopped it or None); what was done before a stop is kept."""
+    picks, why the budget stopped it or None); what was done before a stop is kept.
+
+    Forkable judges (cheap CPU ones) run in parallel worker processes when no call budget is set;
+    the store is then written here, in judge order, from what each worker buffered."""
     store = JudgmentStore(run.store)
     budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
     judge_stats: dict[str, Any] = {}
     picks: list[dict[str, Any]] = []
     stopped = None
+    workers = worker_count(judges, len(judges)) if cfg.max_calls is None else 1
+
+    def one_judge(i: int) -> dict[str, Any]:
+        own = BufferedStore(run.store) if workers > 1 else store
+        done = _judge_one(run, cfg, judges[i], own, budget, strategy, bon_prompts, candidates, pair_counts)
+        return {**done, "pending": own.pending()} if isinstance(own, BufferedStore) else done
+
     try:
-        for judge in judges:
-            started = time.perf_counter()
-            bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
-            accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
-            judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
-            accuracies[judge.name] = accuracy
-            picks += judge_picks
-            judge_stats[judge.name] = {
-                **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
-                "wall_seconds": round(time.perf_counter() - started, 2),
-                "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
-                "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
-            }
+        for i, done in enumerate(run_jobs(one_judge, len(judges), workers)):
+            judge = judges[i]
+            if "pending" in done:
+                flush_into(store, done.pop("pending"))
+            accuracies[judge.name] = done["accuracy"]
+            picks += done["picks"]
+            judge_stats[judge.name] = done["stats"]
     except BudgetExhausted as exc:
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         store.close()
     return accuracies, judge_stats, picks, stopped
+
+
+def _judge_one(run: RunFolder, cfg: StudyConfig, judge, store: JudgmentStore, budget: Budget, strategy,
+               bon_prompts: list[Prompt], candidates: dict[str, dict[str, list[Candidate]]],
+               pair_counts: dict[str, int]) -> dict[str, Any]:
+    """One judge's preference-set accuracy, picks and call statistics."""
+    started = time.perf_counter()
+    bench_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+    select_ref = Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed)
+    accuracy, bench = judge_preference_set(run, bench_ref, list(pair_counts))
+    judge_picks = select(select_ref, strategy, bon_prompts, candidates, cfg.seed)
+    stats = {
+        **_total(bench_ref.stats.as_dict(), select_ref.stats.as_dict()),
+        "wall_seconds": round(time.perf_counter() - started, 2),
+        "mmrb2": {**bench_ref.stats.as_dict(), "tasks": bench},
+        "selection": {"strategy": strategy.name, **select_ref.stats.as_dict()},
+    }
+    return {"accuracy": accuracy, "picks": judge_picks, "stats": stats}
 
 
 def _total(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +251,7 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
 
 
 def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: dict, judge_stats: dict, pair_counts: dict,
-            stopped: str | None = None, provenance: dict | None = None) -> StudyOutcome:
+            stopped: str | None = None, provenance: dict | None = None, honesty: dict | None = None) -> StudyOutcome:
     from analysis.correlation import correlation_table
     from analysis.full_report import build_report
     from analysis.plots import correlation_figure
@@ -239,6 +270,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         "timings_s": timings,
         "stopped": stopped,
         "identities": provenance or {},  # what each plugin was: model, revision, settings (the store's keys)
+        **(honesty or {}),  # verifier vs annotators, judges sharing the verifier's grader
         "versions": library_versions(),
     }
     write_json(run.stats, stats)
@@ -259,7 +291,22 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         build_report(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:
         note(f"[bold yellow]report.html skipped[/]: {exc}")
+    _predictor_section(run, cfg, honesty or {})
     return StudyOutcome(run, results, correlations, stats, stopped)
+
+
+def _predictor_section(run: RunFolder, cfg: StudyConfig, honesty: dict) -> None:
+    """Which MMRB2 number predicts Best-of-N, the verifier's agreement with the annotators, and
+    judges sharing the verifier's grader, into report.md and report.json (issue 15)."""
+    from analysis.predictors import add_to_report, predictor_report, what_the_axes_are
+
+    try:
+        records = predictor_report(run.root, honesty.get("shared_grader"), seed=cfg.seed)
+    except BonError as exc:
+        note(f"[bold yellow]predictor table skipped[/]: {exc}")
+        return
+    records["verifier_agreement"] = honesty.get("verifier_agreement", {})
+    add_to_report(run.root, records, what_the_axes_are(cfg.verifier.label, records["verifier_agreement"]))
 
 
 def _json_line(record: dict[str, Any]) -> str:

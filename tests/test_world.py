@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -93,15 +91,12 @@ def test_low_resolution_perception_is_weaker():
     assert exact_full == 40 and exact_low < 36
 
 
-def test_perception_is_cached_by_digest_and_fast():
+def test_perception_is_cached_by_digest():
+    # (its speed is measured by benchmarks/demo_stages.py, not by a timed test)
     scene = random_scene(7, "DOG")
     a, b = ImageItem.from_pil(S.render(scene)), ImageItem.from_pil(S.render(scene))
     assert P.perceive(a) is P.perceive(b)
     assert P.perceive(a, 32) is not P.perceive(a)
-    t0 = time.perf_counter()
-    for seed in range(50):
-        P.perceive(S.render(random_scene(1000 + seed, "CAT")))
-    assert (time.perf_counter() - t0) / 50 < 0.01  # about 2 ms on a laptop core
 
 
 def test_language_round_trip_over_whole_suites():

@@ -78,6 +78,7 @@ class ScoringJudge(PairwiseJudge):
     algorithm = "scoring"
     version = 1
     margin_scale = 1.0
+    forkable = True  # pure CPU, no shared model: bon.stages.pool may run it in a worker process
 
     def __init__(self, name: str | None = None, seed: int = 0, **_: Any) -> None:
         self.name = name or self.algorithm
