@@ -145,8 +145,10 @@ def draw_figures(folder: Path, b: Mapping[str, Any]) -> dict[str, list[Path]]:
     """The report's figures, PNG and SVG, under ``folder``."""
     out: dict[str, list[Path]] = {}
     note = FIGURE_NOTE.format(b=b["bootstrap"], s=b["seed"])
+    from analysis.predictors import figure_title  # the subtitle says what the axes are in this study
+
     png = correlation_figure(b["metrics_with_acc"], None, folder / "correlation.png", intervals=b["correlations"],
-                             formats=("png", "svg"), note=note)
+                             formats=("png", "svg"), note=note, title=figure_title(b.get("study") or {}))
     out["correlation"] = [png, png.with_suffix(".svg")]
     if b["leaderboards"] is not None and not b["leaderboards"].empty:
         out["reranker"] = reranker_figure(b["leaderboards"], folder / "reranker.png")

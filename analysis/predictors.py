@@ -90,13 +90,9 @@ class TaskPairs:
         return out[0] if weights is None else out
 
 
-def task_pairs(task: str, pairs: Sequence[mmrb2.Pair], raw_pairs: Sequence[Mapping[str, Any]],
-               judgments: Mapping[str, Mapping[str, Any]]) -> TaskPairs:
-    """Outcomes with the official scorer's semantics; ``raw_pairs`` (the file's records) give ``model_name``."""
-    models = {str(r.get("id", r.get("pair_id"))): ((r.get("response_a") or {}).get("model_name"),
-                                                   (r.get("response_b") or {}).get("model_name")) for r in raw_pairs}
-    same = np.array([models.get(p.id, (None, None))[0] is not None
-                     and models[p.id][0] == models[p.id][1] for p in pairs], bool)
+def task_pairs(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, Mapping[str, Any]]) -> TaskPairs:
+    """Outcomes with the official scorer's semantics; a pair is same-model when both ``model_name`` agree."""
+    same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
     judges = list(judgments)
     shape = (len(judges), len(pairs))
     correct, counted, consistent, both, bad = (np.zeros(shape) for _ in range(5))
@@ -128,9 +124,8 @@ def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, TaskPairs]
         judgments = {j: mmrb2.load_judgments(root / "judgments" / slug(j) / file) for j in judges
                      if (root / "judgments" / slug(j) / file).exists()}
         if judgments:
-            raw = json.loads((root / file).read_text(encoding="utf-8")).get("pairs", [])
             task = mmrb2.SCORER_TO_BON[scorer]
-            out[task] = task_pairs(task, mmrb2.load_pairs(root / file), raw, judgments)
+            out[task] = task_pairs(task, mmrb2.load_pairs(root / file), judgments)
     return out
 
 
@@ -389,3 +384,17 @@ def what_the_axes_are(verifier: str, agreement: Mapping[str, Mapping[str, Any]])
             "Best-of-N picks. The numbers are about this synthetic world, not about real models.\n\n"
             "How often the verifier's score order agrees with the annotators' label on the preference set "
             "(measured; a verifier tie counts half):\n\n" + _table(rows, list(rows[0])) + "\n")
+
+
+FIGURE_TITLE = "Does MMRB2 accuracy predict Best-of-N gains?"
+
+
+def figure_title(study: Mapping[str, Any]) -> str:
+    """The figure's title and a subtitle saying, in one sentence, what the axes are in this study."""
+    verifier = (study.get("verifier") or {}).get("label") or (study.get("verifier") or {}).get("name") or "?"
+    if (study.get("suite") or {}).get("name") == "synthetic" and study.get("preference"):
+        line = (f"Synthetic world: x = accuracy against simulated annotators' labels (judged from the latent truth), "
+                f"y = score of the picks by the automatic verifier '{verifier}'; not numbers about real models.")
+    else:
+        line = f"x = accuracy on the preference set's labels; y = score of the picks by the verifier '{verifier}'."
+    return f"{FIGURE_TITLE}\n{line}"
