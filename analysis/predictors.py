@@ -129,6 +129,17 @@ def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, TaskPairs]
     return out
 
 
+def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]]) -> dict[str, TaskPairs]:
+    """The real MMRB2 files in ``bench_dir`` with judgment files ``{judge: {task: file}}`` (either task
+    vocabulary), per Best-of-N task: what ``bon report --accuracies`` needs for the predictor table."""
+    by_task: dict[str, dict[str, Any]] = {}
+    for judge, files in predictions.items():
+        for task, path in files.items():
+            by_task.setdefault(mmrb2.scorer_task(task), {})[judge] = mmrb2.load_judgments(Path(path))
+    return {mmrb2.SCORER_TO_BON[t]: task_pairs(mmrb2.SCORER_TO_BON[t], mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
+            for t, j in by_task.items()}
+
+
 def judge_records(tasks: Mapping[str, TaskPairs]) -> list[dict[str, Any]]:
     """Per judge and task: every predictor, with the pair counts behind it."""
     rows = []

@@ -260,7 +260,6 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
     correlations = correlation_table(results)
     results.to_csv(run.results, index=False, float_format="%.6g")
     correlations.to_csv(run.correlations, index=False, float_format="%.6g")
-    correlation_figure(results, correlations, run.figure)
     stats = {
         "judges": judge_stats,
         "strategy": cfg.strategy.name,
@@ -291,6 +290,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, results: pd.DataFrame, timings: di
         build_report(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:
         note(f"[bold yellow]report.html skipped[/]: {exc}")
+        correlation_figure(results, correlations, run.figure)  # build_report draws it, with intervals, otherwise
     _predictor_section(run, cfg, honesty or {})
     return StudyOutcome(run, results, correlations, stats, stopped)
 

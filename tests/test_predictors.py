@@ -113,3 +113,22 @@ def test_worker_store_writes_nothing_until_the_driver_flushes(tmp_path):
     assert real.count(jid) == 1  # nothing written by the worker
     flush_into(real, worker.pending())
     assert real.count(jid) == 2  # the transient failure is never stored
+
+
+def test_same_model_flag_comes_from_the_real_mmrb2_files(tmp_path):
+    import json
+    import os
+    from pathlib import Path
+
+    from analysis import mmrb2
+    from analysis.predictors import benchmark_task_pairs
+
+    root = os.environ.get("BON_MMRB2_DIR")
+    if not root or not Path(root).is_dir():
+        pytest.skip("BON_MMRB2_DIR not set")
+    pairs = mmrb2.load_pairs(mmrb2.find_task_file(Path(root), "t2i"))
+    always_a = tmp_path / "a.json"  # a judge that always says "A": 50% whatever the subset, never consistent
+    always_a.write_text(json.dumps({p.id: _answer("A", "A") for p in pairs}))
+    [row] = judge_records(benchmark_task_pairs(Path(root), {"always-a": {"t2i": always_a}}))
+    assert row["same_model_pairs"] == sum(p.model_a == p.model_b for p in pairs) and 0 < row["same_model_pairs"] < len(pairs)
+    assert row["overall"] == pytest.approx(50.0) and row["position_consistency"] == 0.0 and row["tie_missing"] == 0.0
