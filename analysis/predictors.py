@@ -232,7 +232,8 @@ def _paired_row(task: str, gen: str, r_same: float, r_all: float, diff: np.ndarr
 
 def grader_family(plugin: Any) -> str | None:
     """What grades inside a judge or verifier: a declared ``grader_family`` (shared scoring code), else
-    the model named in its identity (``grader_model`` or ``model``)."""
+    the model its identity names (``grader_model``, a nested ``grader`` identity's ``model``, or
+    ``model``), compared by its last path part, case-insensitively (``openai/GPT-4.1`` = ``gpt-4.1``)."""
     declared = getattr(plugin, "grader_family", None)
     if declared:
         return str(declared)
@@ -240,8 +241,9 @@ def grader_family(plugin: Any) -> str | None:
         ident = plugin.identity() or {}
     except Exception:  # an identity that cannot be built says nothing about the grader
         return None
-    model = ident.get("grader_model") or ident.get("model")
-    return str(model) if model else None
+    nested = ident.get("grader") if isinstance(ident.get("grader"), Mapping) else {}
+    model = ident.get("grader_model") or nested.get("model") or ident.get("model")
+    return str(model).strip().rstrip("/").rsplit("/", 1)[-1].lower() if model else None
 
 
 def shared_grader(judges: Iterable[Any], verifier: Any) -> dict[str, str]:

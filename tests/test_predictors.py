@@ -87,6 +87,12 @@ def test_judges_sharing_the_verifiers_grader_are_flagged_with_their_residual():
     verifier = _Plugin("v", model="gpt-4.1")
     judges = [_Plugin("twin", model="gpt-4.1"), _Plugin("other", model="qwen"), _Plugin("code", family="x")]
     assert grader_family(verifier) == "gpt-4.1" and grader_family(_Plugin("c", family="x", model="m")) == "x"
+
+    class Gedit(_Plugin):  # a verifier that names its grader in a nested identity, as GEdit-Bench's does
+        def identity(self):
+            return {"name": "gedit", "grader": {"backend": "openai", "model": "openai/GPT-4.1"}}
+
+    assert shared_grader(judges, Gedit("gedit")) == {"twin": "gpt-4.1"}
     flags = shared_grader(judges, verifier)
     assert flags == {"twin": "gpt-4.1"}
     accuracy = [{"judge": j, "task": "t2i", "overall": a} for j, a in
