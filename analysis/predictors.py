@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import mmrb2
-from analysis.bon_metrics import iter_settings, load_prompt_level, multinomial_weights, setting_matrix, weighted_means
+from analysis.bon_metrics import (iter_settings, load_prompt_level, multinomial_weights, setting_matrix, task_order,
+                                  weighted_means)
 from analysis.statistics import bc_interval, pearson, spearman
 from bon.content import slug
 from bon.seeds import derive_seed
@@ -259,8 +260,9 @@ def flag_records(flags: Mapping[str, str], judges: Sequence[Mapping[str, Any]], 
     accuracy) fitted on the other judges of that setting."""
     acc = {(r["judge"], r["task"]): r["overall"] for r in judges}
     rows = []
+    order = {t: i for i, t in enumerate(task_order(r["task"] for r in bon))}
     settings = {(r["task"], r["generator"]) for r in bon}
-    for task, gen in sorted(settings):
+    for task, gen in sorted(settings, key=lambda s: (order[s[0]], s[1])):
         mine = [r for r in bon if r["task"] == task and r["generator"] == gen]
         for judge, family in flags.items():
             others = [(acc.get((r["judge"], task)), r["gain"]) for r in mine if r["judge"] != judge]
@@ -329,7 +331,8 @@ def markdown(records: Mapping[str, Any]) -> str:
              "ρ 95% CI": _iv(r["rho_lo"], r["rho_hi"])} for r in records["correlations"]]
     lines.append(_table(rows, ["predictor", "task", "generator", "judges", "r", "r 95% CI", "ρ", "ρ 95% CI"]))
     lines.append("\n### Does same-model accuracy predict better than overall accuracy? (paired bootstrap)\n")
-    rows = [{**r, "difference 95% CI": _iv(r["diff_lo"], r["diff_hi"])} for r in records["same_vs_overall"]]
+    rows = [{**r, "difference 95% CI": _iv(r["diff_lo"], r["diff_hi"]),
+             "p_boot": "–" if r["p_boot"] is None else f"{r['p_boot']:.2f}"} for r in records["same_vs_overall"]]
     lines.append(_table(rows, ["task", "generator", "r_same_model", "r_overall", "difference", "difference 95% CI",
                                "p_boot", "verdict"]))
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -48,6 +49,18 @@ def worker_count(plugins: Sequence[Any], jobs: int) -> int:
 _JOB: Callable[[int], Any] | None = None  # set in the driver just before forking
 
 
+def _single_threaded_libraries() -> None:
+    """Run in each worker right after the fork: a thread pool the parent had started does not exist
+    in the child, so libraries that keep one are told to work on the calling thread (one worker per
+    core already uses every core)."""
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None:
+        cv2.setNumThreads(1)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _call(index: int) -> Any:
     assert _JOB is not None
     return _JOB(index)
@@ -66,7 +79,8 @@ def run_jobs(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Any
         return
     _JOB = job
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_single_threaded_libraries) as pool:
             futures = [pool.submit(_call, i) for i in range(jobs)]
             for future in futures:
                 yield future.result()
