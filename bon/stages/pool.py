@@ -37,7 +37,7 @@ def usable_cores() -> int:
 
 def worker_count(plugins: Sequence[Any], jobs: int) -> int:
     """How many worker processes to use for ``jobs`` jobs over ``plugins`` (1 = run in the driver)."""
-    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs < 2 or not sys.platform.startswith("linux"):  # fork is unsafe with macOS system libraries
         return 1
     if not all(getattr(p, "forkable", False) for p in plugins):
         return 1
