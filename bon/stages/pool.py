@@ -7,7 +7,7 @@ models never fork: two copies of a VLM would not fit, and a GPU context does not
 Workers read the judgment store but never write it: a :class:`BufferedStore` keeps their new
 verdicts in memory and the driver stores them, in judge order, when each worker returns. Forking
 (not spawning) means workers inherit what the driver has already computed (prompts, candidates,
-perception caches) for free; where fork is unavailable, or a shared call budget needs one order of
+perception caches) for free; off Linux (fork is unsafe there), or when a shared call budget needs one order of
 calls, everything runs in the driver as before.
 """
 
