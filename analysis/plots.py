@@ -99,8 +99,11 @@ def correlation_figure(results: pd.DataFrame, path: Path, *, intervals: pd.DataF
                bbox_to_anchor=(0.5, 0.022 if note else 0.0))
     if note:
         fig.text(0.5, 0.006, note, ha="center", va="bottom", fontsize=7.5, color="0.3")
-    fig.suptitle(title or "Does MMRB2 accuracy predict Best-of-N gains?", fontsize=13)
-    fig.tight_layout(rect=(0, 0.05 if note else 0.035, 1, 0.975), h_pad=2.0, w_pad=2.0)
+    head, _, subtitle = (title or "Does MMRB2 accuracy predict Best-of-N gains?").partition("\n")
+    fig.suptitle(head, fontsize=13)
+    if subtitle:  # what the axes are in this study, one sentence
+        fig.text(0.5, 0.962, subtitle, ha="center", va="top", fontsize=8.5, color="0.25")
+    fig.tight_layout(rect=(0, 0.05 if note else 0.035, 1, 0.95 if subtitle else 0.975), h_pad=2.0, w_pad=2.0)
     renderer = canvas.get_renderer()
     for ax, labels in labels_per_axis:
         _place_labels(ax, labels, renderer)

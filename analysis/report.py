@@ -51,8 +51,10 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
     """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
     out: dict[str, list[Path]] = {}
+    from analysis.predictors import figure_title  # the subtitle says what the axes are in this study
+
     png = correlation_figure(b.metrics, folder.figure, intervals=b.correlations, formats=("png", "svg"),
-                             note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed))
+                             note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed), title=figure_title(b.study))
     out["correlation"] = [png, png.with_suffix(".svg")]
     if not b.leaderboards.empty:
         out["reranker"] = reranker_figure(b.leaderboards, folder.figure_file("reranker"))

@@ -9,9 +9,10 @@ the judge's MMRB2 accuracy (x) and the mean downstream score of its Best-of-N pi
   pairs** (each judge's accuracy is recomputed on the resampled pairs, official semantics). The bias
   correction matters: every replicate re-adds measurement noise, which pulls replicate correlations
   towards zero, so a plain percentile interval can even lie entirely below a high point estimate. In
-  simulations with a known judge-population correlation, BC intervals covered it 93-98% of the time
-  for 5-20 judges, plain percentile ones 83-100% (too wide when r is near 0, too low near 1), and
-  Fisher-z intervals, which ignore measurement noise, as little as 57%. Where nearly all replicates fall
+  ``benchmarks/interval_coverage.py`` (studies of 9 judges, 40 prompts, 160 pairs and of 23 judges, 200
+  prompts, 1,000 pairs; true r 0, 0.5 and 0.8; 200 studies each) BC intervals covered the true
+  correlation 93-96% of the time, the judges-fixed spread below 42-84% and Fisher-z intervals 83-96%
+  (89.5% and 83% at r = 0.8). Where nearly all replicates fall
   on one side of the estimate (measurement noise that swamps the spread between judges, or is stated
   larger than it is) the correction is not trusted: the interval is then the replicates' Fisher-z spread
   recentred on the estimate, ``recentred`` is set and the row carries a warning;

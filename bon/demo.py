@@ -11,9 +11,13 @@ from typing import Any
 from bon.config import StudyConfig, parse_config
 from bon.tasks import TASK_NAMES
 
-DEMO_JUDGES = [
-    "scene-full", "scene-lowres", "colour-hist", "ocr", "quality",
-    "text-overlap", "position-bias", "image-bias", "random",
+# The first two share the verifier's scoring code (generators.synthetic.checks), as a GPT-4.1 judge
+# shares GPT-4.1 with a GEdit-Bench grader: realistic, and it inflates their Best-of-N gain. Their
+# labels say so, and the report flags them (matching ``grader_family``) with their residual.
+DEMO_JUDGES: list[str | dict[str, str]] = [
+    {"name": "scene-full", "label": "verifier-twin"},
+    {"name": "scene-lowres", "label": "verifier-twin-32px"},
+    "colour-hist", "ocr", "quality", "text-overlap", "position-bias", "image-bias", "random",
 ]
 
 
@@ -31,7 +35,7 @@ def demo_raw(out: Path = Path("runs/demo"), prompts: int = 40, n: int = 8, seed:
         ],
         "verifier": {"name": "synthetic"},
         "strategy": {"name": strategy},
-        "judges": list(DEMO_JUDGES),
+        "judges": [dict(j) if isinstance(j, dict) else j for j in DEMO_JUDGES],
     }
 
 

@@ -31,7 +31,8 @@ from bon.runfolder import RunFolder, write_json, write_text
 from bon.shards import finish_shard, shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
-from bon.stages.preference import build_preference_set
+from bon.stages.pool import BufferedStore, flush_into, run_jobs, worker_count
+from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import select, strategy_label
 from bon.stages.verify import load_scores, unscored, verify
@@ -134,13 +135,19 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
 
     identities: dict[str, Any] = {"generators": {}, "judges": {}}
     candidates: dict[str, dict[str, list[Candidate]]] = {}
-    for spec in cfg.generators:
-        generator = LazyPlugin(spec, "generator")
+
+    def one_generator(i: int) -> tuple[dict[str, list[Candidate]], dict[str, Any]]:
+        generator = LazyPlugin(cfg.generators[i], "generator")
         try:
-            candidates[generator.name] = generate(run, generator, prompts, cfg.n, cfg.seed, executor)
+            return generate(run, generator, prompts, cfg.n, cfg.seed, executor), generator.identity()
         finally:
             generator.close()
-        identities["generators"][generator.name] = generator.identity()
+
+    # each generator writes its own candidates file, so cheap CPU ones generate in parallel
+    workers = _local_workers(cfg, executor, "generator", cfg.generators)
+    for spec, (made, identity) in zip(cfg.generators, run_jobs(one_generator, len(cfg.generators), workers)):
+        candidates[spec.label] = made
+        identities["generators"][spec.label] = identity
     lap("generate")
 
     prompt_map = {p.id: p for p in prompts}
@@ -159,7 +166,9 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
         return StudyOutcome(run, pd.DataFrame(), pd.DataFrame(), ledger_timings(ledger), pending=pending)
 
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
-    pair_counts = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, scores, cfg.preference, cfg.seed)
+    preference = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, cfg.preference, cfg.seed)
+    pair_counts = preference.counts()
+    agreement = verifier_agreement(preference, scores)  # measured after the fact: the set never saw scores
     note(f"[bold]preference set[/]: {', '.join(f'{t} {k} pairs' for t, k in pair_counts.items())}" if pair_counts else
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
@@ -174,7 +183,31 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
 
         results = results_table(picks, scores, accuracies, cfg.n)
         return finish_shard(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, identities)
-    return analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger))
+    from analysis.predictors import shared_grader
+
+    judges = [_grader_view("judge", spec, identities["judges"].get(spec.label, {})) for spec in cfg.judges]
+    verifier_view = _grader_view("verifier", cfg.verifier, identities.get("verifier", {}))
+    honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader(judges, verifier_view),
+               "skipped_without_truth": preference.skipped_no_truth}
+    return analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+
+
+def _grader_view(kind: str, spec: PluginSpec, identity: dict[str, Any]) -> Any:
+    """What the shared-grader check reads of a plugin (its class's declared ``grader_family`` and its
+    recorded identity) without loading it again."""
+    from types import SimpleNamespace
+
+    factory = registry.resolve(kind, registry.parse_spec(spec.name)[0])
+    return SimpleNamespace(name=spec.label, grader_family=getattr(factory, "grader_family", None), identity=lambda: identity)
+
+
+def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec]) -> int:
+    """Worker processes for a stage's plugins: only in-process, without a shared call budget, and only
+    when every plugin is a cheap CPU one (``forkable``); 1 means the driver does the work itself."""
+    if getattr(executor, "name", "local") != "local" or (kind == "judge" and cfg.max_calls is not None):
+        return 1
+    classes = [registry.resolve(kind, registry.parse_spec(spec.name)[0]) for spec in specs]
+    return worker_count(classes, len(specs))
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],
@@ -191,13 +224,33 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     judge_stats: dict[str, Any] = {}
     picks: list[dict[str, Any]] = []
     stopped = None
+    specs = [official_spec(spec, cfg.official) for spec in cfg.judges]
+    workers = _local_workers(cfg, executor, "judge", specs)
+
+    def one_judge(i: int) -> dict[str, Any]:
+        own = BufferedStore(run.store) if workers > 1 else store  # forked workers never write the store
+        try:
+            done = _judge_one(run, cfg, specs[i], strategy, bon_prompts, candidates, list(pair_counts), own, budget, executor)
+        finally:
+            finished("judge", specs[i].label)  # the judge's last reference died with _judge_one's frame
+        return {**done, "pending": own.pending()} if isinstance(own, BufferedStore) else done
+
     try:
-        for spec in cfg.judges:
-            try:
-                picks += _judge_one(run, cfg, official_spec(spec, cfg.official), strategy, bon_prompts, candidates,
-                                    list(pair_counts), store, budget, ledger, executor, accuracies, judge_stats, identities)
-            finally:
-                finished("judge", spec.label)  # the judge's last reference died with _judge_one's frame
+        for done in run_jobs(one_judge, len(specs), workers):
+            if "pending" in done:
+                flush_into(store, done.pop("pending"))  # in judge order, so the store is the same either way
+            name = done["name"]
+            for stage, seconds in done["walls"].items():
+                ledger.judge_wall(name, stage, seconds)
+            cost = judge_accounting(store, done["judge_id"], name, ledger, done["last"])
+            cost["mmrb2"]["tasks"] = done["bench"]
+            cost["selection"]["strategy"] = strategy_label(strategy)
+            accuracies[name], judge_stats[name] = done["accuracy"], cost
+            picks += done["picks"]
+            if identities is not None:
+                identities[name] = done["identity"]
+            note(f"judge {name}: {cost['last_invocation']['calls_made']} calls made, "
+                 f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
     except BudgetExhausted as exc:
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
@@ -208,28 +261,21 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
 
 def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],
                candidates: dict[str, dict[str, list[Candidate]]], tasks: list[str], store: JudgmentStore, budget: Budget,
-               ledger: Ledger, executor, accuracies: dict, judge_stats: dict, identities: dict | None) -> list[dict[str, Any]]:
-    """One judge's preference-set accuracy and picks; the judge is loaded here and closed on return."""
+               executor) -> dict[str, Any]:
+    """One judge's preference-set accuracy, picks and this invocation's counters; the judge is loaded
+    here and closed on return. Runs in the driver or in a forked worker (then ``store`` only buffers)."""
     with loaded(spec, "judge") as judge:
-        if identities is not None:
-            identities[judge.name] = judge.identity()
         refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage, executor=executor)
                 for stage in JUDGE_STAGES}
         started = time.perf_counter()
         accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
-        ledger.judge_wall(judge.name, "mmrb2", time.perf_counter() - started)
+        walls = {"mmrb2": time.perf_counter() - started}
         started = time.perf_counter()
         judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
-        ledger.judge_wall(judge.name, "selection", time.perf_counter() - started)
-        accuracies[judge.name] = accuracy
-        last = {stage: ref.stats.as_dict() for stage, ref in refs.items()}
-        cost = judge_accounting(store, refs["mmrb2"].judge_id, judge.name, ledger, last)
-        cost["mmrb2"]["tasks"] = bench
-        cost["selection"]["strategy"] = strategy_label(strategy)
-        judge_stats[judge.name] = cost
-        note(f"judge {judge.name}: {cost['last_invocation']['calls_made']} calls made, "
-             f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
-    return judge_picks
+        walls["selection"] = time.perf_counter() - started
+        return {"name": judge.name, "identity": judge.identity(), "judge_id": refs["mmrb2"].judge_id,
+                "accuracy": accuracy, "bench": bench, "picks": judge_picks, "walls": walls,
+                "last": {stage: ref.stats.as_dict() for stage, ref in refs.items()}}
 
 
 def official_spec(spec: PluginSpec, official: bool) -> PluginSpec:
@@ -316,7 +362,7 @@ def ledger_timings(ledger: Ledger) -> dict[str, Any]:
 
 
 def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
-            provenance: dict | None, timings: dict[str, Any]) -> StudyOutcome:
+            provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> StudyOutcome:
     """Record the run's statistics, then write the report bundle (read back from the run folder, so
     ``bon report`` on the same folder gives the same numbers; no judge call)."""
     from analysis.bon_metrics import RESULT_COLUMNS
@@ -332,6 +378,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
         **timings,
         "stopped": stopped,
         "identities": provenance or {},  # what each plugin was: model, revision, settings (the store's keys)
+        **(honesty or {}),  # verifier vs annotators, judges sharing the verifier's grader
         "versions": library_versions(),
     }
     write_json(run.stats, stats)
@@ -344,7 +391,36 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
         return StudyOutcome(run, results, pd.DataFrame(columns=["task", "generator", "n_judges", "pearson_r",
                                                                   "spearman_rho"]), stats, stopped)
     write_report(bundle, run)
+    _predictor_section(run, cfg, honesty or {})
     return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
+
+
+def _predictor_section(run: RunFolder, cfg: StudyConfig, honesty: dict) -> None:
+    """Which MMRB2 number predicts Best-of-N, the verifier's agreement with the annotators, and
+    judges sharing the verifier's grader, into report.md and report.json."""
+    from analysis.predictors import add_to_report, predictor_report, what_the_axes_are
+
+    try:
+        records = predictor_report(run.root, honesty.get("shared_grader"), seed=cfg.seed)
+    except BonError as exc:
+        note(f"[bold yellow]predictor table skipped[/]: {exc}")
+        return
+    records["verifier_agreement"] = honesty.get("verifier_agreement", {})
+    add_to_report(run.root, records, what_the_axes_are(cfg.verifier.label, records["verifier_agreement"]))
+
+
+def _predictor_section(run: RunFolder, cfg: StudyConfig, honesty: dict) -> None:
+    """Which MMRB2 number predicts Best-of-N, the verifier's agreement with the annotators, and
+    judges sharing the verifier's grader, into report.md and report.json (issue 15)."""
+    from analysis.predictors import add_to_report, predictor_report, what_the_axes_are
+
+    try:
+        records = predictor_report(run.root, honesty.get("shared_grader"), seed=cfg.seed)
+    except BonError as exc:
+        note(f"[bold yellow]predictor table skipped[/]: {exc}")
+        return
+    records["verifier_agreement"] = honesty.get("verifier_agreement", {})
+    add_to_report(run.root, records, what_the_axes_are(cfg.verifier.label, records["verifier_agreement"]))
 
 
 def _json_line(record: dict[str, Any]) -> str:

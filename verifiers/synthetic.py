@@ -19,6 +19,8 @@ from generators.synthetic import checks
 
 class SyntheticVerifier(Verifier):
     name = "synthetic"
+    forkable = True  # pure CPU: bon.stages.pool may run it in a worker process
+    grader_family = "synthetic-checks"  # generators.synthetic.checks; judges with the same family share its errors
 
     def __init__(self, name: str | None = None) -> None:
         if name:

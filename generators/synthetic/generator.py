@@ -6,7 +6,8 @@ colours, shapes and layouts, misspelt signs, damaged pixels; edits that do too l
 the wrong thing; interleaved answers that drop images or drift between steps; reasoning that gets
 the answer wrong, forgets the answer line or rambles. N candidates for one prompt therefore spread
 in quality, which is what Best-of-N selection exploits. The faults injected are recorded in
-``provenance`` for debugging and tests; nothing downstream may read them.
+``provenance`` with the latent truth they imply (:mod:`generators.synthetic.truth`); only the
+simulated annotators of the preference set read the truth, never a verifier or a judge.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bon.plugins import Generator
 from generators.synthetic import language as L
 from generators.synthetic import scene as S
 from generators.synthetic.suites import placed
+from generators.synthetic.truth import truth_of
 
 SKILLS = {"strong": 0.8, "weak": 0.45}
 CONCENTRATION = 3.0  # Beta concentration of the per-candidate lapse: lower = more spread
@@ -30,6 +32,8 @@ Faults = list[dict[str, Any]]
 
 class SyntheticGenerator(Generator):
     """``skill`` is "strong" (0.8), "weak" (0.45) or a number in [0, 1]."""
+
+    forkable = True  # pure CPU: bon.stages.pool may run it in a worker process
 
     def __init__(self, skill: str | float = "strong", name: str | None = None) -> None:
         if isinstance(skill, str) and skill in SKILLS:
@@ -60,7 +64,9 @@ class SyntheticGenerator(Generator):
         make: dict[str, Callable[..., Content]] = {
             "t2i": self.t2i, "edit": self.edit, "interleaved": self.interleaved, "reasoning": self.reasoning}
         content = make[prompt.task](prompt, spec, Mood(rng, lapse, faults))
-        prov = {"skill": self.skill, "seed": seed, "lapse": round(lapse, 3), "faults": faults}
+        # the latent truth (what was really drawn) travels with the candidate for the simulated
+        # annotators; verifier and judges read only the content
+        prov = {"skill": self.skill, "seed": seed, "lapse": round(lapse, 3), "faults": faults, "truth": truth_of(faults)}
         return Candidate(prompt.id, index, self.name, seed, content, prov)
 
     # --- tasks -------------------------------------------------------------------------------

@@ -80,6 +80,7 @@ class ScoringJudge(PairwiseJudge):
     version = 1
     name_key = "algorithm"  # keeps the store keys (and so the tie coins) of run folders made before identities were derived
     margin_scale = 1.0
+    forkable = True  # pure CPU, no shared model: bon.stages.pool may run it in a worker process
 
     def __init__(self, name: str | None = None, seed: int = 0) -> None:
         self.name = name or self.algorithm

@@ -49,6 +49,11 @@ def _min_filter(img: np.ndarray, size: int) -> np.ndarray:
     return cv2.erode(img, np.ones((size, size), np.uint8), borderType=cv2.BORDER_REFLECT)
 
 
+def _channel_max(arr: np.ndarray) -> np.ndarray:
+    """Maximum over the colour channels (the same as ``max(axis=2)``, several times faster)."""
+    return np.maximum(np.maximum(arr[..., 0], arr[..., 1]), arr[..., 2])
+
+
 LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float32)
 
 
@@ -111,7 +116,7 @@ def compression(rgb: np.ndarray, noise: float) -> float:
     for axis in (0, 1):
         d = np.abs(np.diff(arr, axis=axis))
         small = (d > 0.5) & (d <= 40.0)  # real object edges are not seams
-        small_steps += int(small.any(axis=2).sum())
+        small_steps += int(np.count_nonzero(small[..., 0] | small[..., 1] | small[..., 2]))
         steps += small.shape[0] * small.shape[1]
         profile = np.where(small, d, 0.0).sum(axis=tuple(i for i in range(3) if i != axis))
         seam = (np.arange(profile.size) % 8) == 7
@@ -143,8 +148,8 @@ def stray_lines(rgb: np.ndarray, noise: float) -> float:
     strokes) or 5x5 (two-pixel strokes) median erases, in components long and narrow enough."""
     arr = rgb.astype(np.int16)
     thr = max(60.0, 4.0 * noise)
-    resid3 = np.abs(arr - _median(rgb, 3)).max(axis=2)
-    resid5 = np.abs(arr - _median(rgb, 5)).max(axis=2)
+    resid3 = _channel_max(np.abs(arr - _median(rgb, 3)))
+    resid5 = _channel_max(np.abs(arr - _median(rgb, 5)))
     thin = (resid3 > thr) | (resid5 > thr)
     thin[banner_rows(rgb)] = False
     labels, n = ndimage.label(thin, structure=np.ones((3, 3)))

@@ -25,6 +25,7 @@ from judges.synthetic._scoring import LruCache, ScoringJudge
 class SceneJudge(ScoringJudge):
     algorithm = "scene-full"
     version = 1
+    grader_family = "synthetic-checks"  # the verifier's own check code: the demo lists it as the verifier's twin
     resolution: int | None = None
 
     def __init__(self, name: str | None = None, seed: int = 0) -> None:

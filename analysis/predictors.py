@@ -1,0 +1,416 @@
+"""Which MMRB2 number predicts Best-of-N? Several judge-side predictors against the Best-of-N outcome.
+
+On the preference set (a run's own ``mmrb2/`` folder, or the real MMRB2 files with judgment files),
+for every judge and task:
+
+- ``overall``: official accuracy over all pairs (first sample per direction, both directions);
+- ``same_model``: accuracy on pairs whose two responses come from one model (``model_name`` of
+  ``response_a`` and ``response_b`` in MMRB2's files): the Best-of-N situation, N samples of one model;
+- ``different_model``: accuracy on the other pairs;
+- ``position_consistency``: share of pairs where the forward and the reverse answer name the same
+  response (both answered);
+- ``tie_missing``: share of the judge's answers that are empty, missing or neither A nor B.
+
+On the Best-of-N side, per judge, task and generator: the picks' mean score, the gain over a random
+pick and the recovery = (pick - random) / (oracle - random). Within one (task, generator) the random
+and oracle levels are the same for every judge, so the correlation of a predictor with the pick
+score, the gain or the recovery is one number; it is reported once, against the gain.
+
+Intervals: bias-corrected bootstrap (:func:`analysis.statistics.bc_interval`) whose replicates
+resample, jointly, the judges, the downstream prompts and the preference pairs, as the report's own
+correlation table does. Every predictor is computed on the *same* replicates, so the difference
+between two predictors' correlations has a paired bootstrap interval: "does same-model accuracy
+predict better than overall accuracy?" is answered with that interval and a bootstrap p-value.
+
+A judge whose grader matches the verifier's (same model, or same scoring code: a declared
+``grader_family``) shares the verifier's errors, which inflates its Best-of-N score; such judges are
+flagged with their residual from the line fitted on the other judges.
+
+Everything returns plain records (lists of dicts); :func:`add_to_report` writes them into
+``report.md`` and ``report.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis import mmrb2
+from analysis.bon_metrics import (iter_settings, load_prompt_level, multinomial_weights, setting_matrix, task_order,
+                                  weighted_means)
+from analysis.statistics import bc_interval, pearson, spearman
+from bon.content import slug
+from bon.seeds import derive_seed
+
+PREDICTORS = {
+    "overall": "accuracy, all pairs",
+    "same_model": "accuracy, same-model pairs",
+    "different_model": "accuracy, different-model pairs",
+    "position_consistency": "position consistency",
+    "tie_missing": "tie/missing rate",
+}
+BEGIN, END = "<!-- predictors:begin -->", "<!-- predictors:end -->"
+
+
+# --- the judge side ------------------------------------------------------------------------------
+
+
+@dataclass
+class TaskPairs:
+    """One task's pairs and every judge's per-pair outcomes (judges x pairs)."""
+
+    task: str
+    pair_ids: list[str]
+    same_model: np.ndarray  # pairs, bool
+    judges: list[str]
+    correct: np.ndarray  # 0..2 right answers (forward, reverse)
+    counted: np.ndarray  # 0..2 answers given (non-empty)
+    consistent: np.ndarray  # 1 where both directions answered A/B and name the same response
+    both: np.ndarray  # 1 where both directions answered A/B
+    bad: np.ndarray  # 0..2 empty, missing or non-A/B answers
+
+    def rate(self, predictor: str, weights: np.ndarray | None = None) -> np.ndarray:
+        """Predictor values in percent: judges, or (B x judges) with pair weights (B x pairs)."""
+        w = np.ones((1, len(self.pair_ids))) if weights is None else weights
+        num, den = {
+            "overall": (self.correct, self.counted),
+            "same_model": (self.correct * self.same_model, self.counted * self.same_model),
+            "different_model": (self.correct * ~self.same_model, self.counted * ~self.same_model),
+            "position_consistency": (self.consistent, self.both),
+            "tie_missing": (self.bad, np.full_like(self.bad, 2.0)),
+        }[predictor]
+        top, bottom = w @ num.T, w @ den.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = np.where(bottom > 0, 100.0 * top / np.where(bottom > 0, bottom, 1.0), np.nan)
+        return out[0] if weights is None else out
+
+
+def task_pairs(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, Mapping[str, Any]]) -> TaskPairs:
+    """Outcomes with the official scorer's semantics; a pair is same-model when both ``model_name`` agree."""
+    same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
+    judges = list(judgments)
+    shape = (len(judges), len(pairs))
+    correct, counted, consistent, both, bad = (np.zeros(shape) for _ in range(5))
+    for j, judge in enumerate(judges):
+        for q, pair in enumerate(pairs):
+            entry = judgments[judge].get(pair.id)
+            entry = entry if isinstance(entry, Mapping) else {}
+            fwd, rev = (mmrb2._first(entry.get(d)) for d in ("forward", "reverse"))
+            for answer, flip in ((fwd, False), (rev, True)):
+                if answer is None:
+                    bad[j, q] += 1
+                    continue
+                counted[j, q] += 1
+                bad[j, q] += answer not in mmrb2.FLIP
+                correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
+            if fwd in mmrb2.FLIP and rev in mmrb2.FLIP:
+                both[j, q] = 1
+                consistent[j, q] = float(mmrb2.FLIP[rev] == fwd)
+    return TaskPairs(task, [p.id for p in pairs], same, judges, correct, counted, consistent, both, bad)
+
+
+def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, TaskPairs]:
+    """The run's preference set (``mmrb2/``) and its judges' judgment files, per Best-of-N task."""
+    root = Path(run_dir) / "mmrb2"
+    out: dict[str, TaskPairs] = {}
+    for scorer, file in mmrb2.TASK_FILES.items():
+        if not (root / file).exists():
+            continue
+        judgments = {j: mmrb2.load_judgments(root / "judgments" / slug(j) / file) for j in judges
+                     if (root / "judgments" / slug(j) / file).exists()}
+        if judgments:
+            task = mmrb2.SCORER_TO_BON[scorer]
+            out[task] = task_pairs(task, mmrb2.load_pairs(root / file), judgments)
+    return out
+
+
+def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]]) -> dict[str, TaskPairs]:
+    """The real MMRB2 files in ``bench_dir`` with judgment files ``{judge: {task: file}}`` (either task
+    vocabulary), per Best-of-N task: what ``bon report --accuracies`` needs for the predictor table."""
+    by_task: dict[str, dict[str, Any]] = {}
+    for judge, files in predictions.items():
+        for task, path in files.items():
+            by_task.setdefault(mmrb2.scorer_task(task), {})[judge] = mmrb2.load_judgments(Path(path))
+    return {mmrb2.SCORER_TO_BON[t]: task_pairs(mmrb2.SCORER_TO_BON[t], mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
+            for t, j in by_task.items()}
+
+
+def judge_records(tasks: Mapping[str, TaskPairs]) -> list[dict[str, Any]]:
+    """Per judge and task: every predictor, with the pair counts behind it."""
+    rows = []
+    for task, tp in tasks.items():
+        values = {p: tp.rate(p) for p in PREDICTORS}
+        for j, judge in enumerate(tp.judges):
+            rows.append({"judge": judge, "task": task, **{p: _num(values[p][j]) for p in PREDICTORS},
+                         "pairs": len(tp.pair_ids), "same_model_pairs": int(tp.same_model.sum())})
+    return rows
+
+
+# --- the Best-of-N side --------------------------------------------------------------------------
+
+
+def bon_records(prompts: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per judge, task and generator: pick score, random, oracle, gain and recovery (ratio of means)."""
+    rows = []
+    for (task, gen, judge), sub in prompts.groupby(["task", "generator", "judge"], sort=False):
+        ok = sub.dropna(subset=["pick_score"])
+        pick, rand, orac = (float(ok[c].mean()) if len(ok) else math.nan for c in ("pick_score", "random_score", "oracle_score"))
+        rows.append({"task": task, "generator": gen, "judge": judge, "pick_score": pick, "random_score": rand,
+                     "oracle_score": orac, "gain": pick - rand,
+                     "recovery": (pick - rand) / (orac - rand) if orac - rand > 1e-12 else math.nan})
+    return rows
+
+
+# --- correlations with paired bootstrap replicates ----------------------------------------------
+
+
+def correlations(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0,
+                 level: float = 0.95) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(``predictor x task x generator -> r, rho with intervals``, ``same-model vs overall`` rows)."""
+    table, paired = [], []
+    diffs_all = []
+    for task, gen, _strategy, sub, judges, pids in iter_settings(prompts):
+        tp = tasks.get(task)
+        if tp is None:
+            continue
+        judges = [j for j in judges if j in tp.judges]
+        if len(judges) < 3:
+            continue
+        col = [tp.judges.index(j) for j in judges]
+        scores = setting_matrix(sub, "pick_score", judges, pids)
+        y = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
+        yb = weighted_means(scores, multinomial_weights(len(pids), bootstrap, derive_seed(seed, "pred-prompts", task, gen)))
+        wp = multinomial_weights(len(tp.pair_ids), bootstrap, derive_seed(seed, "pred-pairs", task))
+        jidx = np.random.default_rng(derive_seed(seed, "pred-judges", task, gen)).integers(0, len(judges), (bootstrap, len(judges)))
+        yb = np.take_along_axis(yb, jidx, 1)
+        reps: dict[str, dict[str, np.ndarray]] = {}
+        for predictor in PREDICTORS:
+            x = tp.rate(predictor)[col]
+            xb = np.take_along_axis(tp.rate(predictor, wp)[:, col], jidx, 1)
+            row = {"predictor": predictor, "task": task, "generator": gen, "n_judges": int(np.isfinite(x).sum())}
+            reps[predictor] = {}
+            for name, fn in (("r", pearson), ("rho", spearman)):
+                point, rb = float(fn(x, y)), fn(xb, yb)
+                lo, hi = bc_interval(rb, point, level)
+                row.update({name: _num(point), f"{name}_lo": _num(lo), f"{name}_hi": _num(hi)})
+                reps[predictor][name] = (point, rb)
+            table.append(row)
+        (p_same, rb_same), (p_all, rb_all) = reps["same_model"]["r"], reps["overall"]["r"]
+        diff = rb_same - rb_all
+        diffs_all.append((p_same - p_all, diff))
+        paired.append(_paired_row(task, gen, p_same, p_all, diff, level))
+    if len(diffs_all) > 1:
+        point = float(np.mean([d[0] for d in diffs_all]))
+        with np.errstate(invalid="ignore"):
+            stacked = np.nanmean(np.stack([d[1] for d in diffs_all]), 0)
+        paired.append(_paired_row("(all)", "(mean over settings)", math.nan, math.nan, stacked, level, point))
+    return table, paired
+
+
+def _paired_row(task: str, gen: str, r_same: float, r_all: float, diff: np.ndarray, level: float,
+                point: float | None = None) -> dict[str, Any]:
+    d = np.asarray(diff, float)
+    d = d[np.isfinite(d)]
+    est = (r_same - r_all) if point is None else point
+    alpha = (1.0 - level) / 2.0
+    lo, hi = (np.quantile(d, [alpha, 1.0 - alpha]) if d.size else (math.nan, math.nan))
+    p = float(min(1.0, 2.0 * min(np.mean(d <= 0), np.mean(d >= 0)))) if d.size else math.nan
+    verdict = ("same-model accuracy predicts better" if lo > 0 else "overall accuracy predicts better" if hi < 0
+               else "no clear difference")
+    return {"task": task, "generator": gen, "r_same_model": _num(r_same), "r_overall": _num(r_all),
+            "difference": _num(est), "diff_lo": _num(lo), "diff_hi": _num(hi), "p_boot": _num(p),
+            "replicates": int(d.size), "verdict": verdict}
+
+
+# --- judges that share the verifier's grader ----------------------------------------------------
+
+
+def grader_family(plugin: Any) -> str | None:
+    """What grades inside a judge or verifier: a declared ``grader_family`` (shared scoring code), else
+    the model its identity names (``grader_model``, a nested ``grader`` identity's ``model``, or
+    ``model``), compared by its last path part, case-insensitively (``openai/GPT-4.1`` = ``gpt-4.1``)."""
+    declared = getattr(plugin, "grader_family", None)
+    if declared:
+        return str(declared)
+    try:
+        ident = plugin.identity() or {}
+    except Exception:  # an identity that cannot be built says nothing about the grader
+        return None
+    nested = ident.get("grader") if isinstance(ident.get("grader"), Mapping) else {}
+    model = ident.get("grader_model") or nested.get("model") or ident.get("model")
+    return str(model).strip().rstrip("/").rsplit("/", 1)[-1].lower() if model else None
+
+
+def shared_grader(judges: Iterable[Any], verifier: Any) -> dict[str, str]:
+    """``{judge name: family}`` for judges whose grader family equals the verifier's."""
+    family = grader_family(verifier)
+    if not family:
+        return {}
+    return {j.name: family for j in judges if grader_family(j) == family}
+
+
+def flag_records(flags: Mapping[str, str], judges: Sequence[Mapping[str, Any]], bon: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For each flagged judge and setting: its gain and the residual from the line (gain on overall
+    accuracy) fitted on the other judges of that setting."""
+    acc = {(r["judge"], r["task"]): r["overall"] for r in judges}
+    rows = []
+    order = {t: i for i, t in enumerate(task_order(r["task"] for r in bon))}
+    settings = {(r["task"], r["generator"]) for r in bon}
+    for task, gen in sorted(settings, key=lambda s: (order[s[0]], s[1])):
+        mine = [r for r in bon if r["task"] == task and r["generator"] == gen]
+        for judge, family in flags.items():
+            others = [(acc.get((r["judge"], task)), r["gain"]) for r in mine if r["judge"] != judge]
+            others = [(x, y) for x, y in others if x is not None and np.isfinite(x) and np.isfinite(y)]
+            me = [r for r in mine if r["judge"] == judge]
+            if len(others) < 3 or not me or acc.get((judge, task)) is None:
+                continue
+            slope, intercept = np.polyfit([o[0] for o in others], [o[1] for o in others], 1)
+            expected = slope * acc[(judge, task)] + intercept
+            rows.append({"judge": judge, "grader_family": family, "task": task, "generator": gen,
+                         "accuracy": _num(acc[(judge, task)]), "gain": _num(me[0]["gain"]),
+                         "expected_gain": _num(expected), "residual": _num(me[0]["gain"] - expected)})
+    return rows
+
+
+# --- everything, and the report hook --------------------------------------------------------------
+
+
+def predictor_report(run_dir: Path, flags: Mapping[str, str] | None = None, bootstrap: int = 1000, seed: int = 0,
+                     level: float = 0.95) -> dict[str, Any]:
+    """Every record of this module for a finished run folder (plain lists of dicts)."""
+    prompts = load_prompt_level(Path(run_dir))
+    tasks = run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"])))
+    judges = judge_records(tasks)
+    bon = bon_records(prompts)
+    table, paired = correlations(tasks, prompts, bootstrap, seed, level)
+    return {"judges": judges, "best_of_n": bon, "correlations": table, "same_vs_overall": paired,
+            "shared_grader": flag_records(flags or {}, judges, bon), "bootstrap": bootstrap, "seed": seed, "level": level}
+
+
+def add_to_report(run_dir: Path, records: Mapping[str, Any], preamble: str = "") -> None:
+    """Put the predictor section into ``report.md`` (replacing an older one) and ``report.json``."""
+    run_dir = Path(run_dir)
+    md = run_dir / "report.md"
+    text = md.read_text(encoding="utf-8") if md.exists() else ""
+    block = f"{BEGIN}\n{preamble}{markdown(records)}\n{END}\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    _atomic(md, text)
+    js = run_dir / "report.json"
+    payload = json.loads(js.read_text(encoding="utf-8")) if js.exists() else {}
+    payload["predictors"] = _clean(records)
+    _atomic(js, json.dumps(payload, indent=1, ensure_ascii=False, allow_nan=False))
+
+
+def markdown(records: Mapping[str, Any]) -> str:
+    lines = ["## Which MMRB2 number predicts Best-of-N?\n"]
+    flags = records.get("shared_grader") or []
+    if flags:
+        lines.append("**Shares the verifier's grader** (its Best-of-N gain is inflated by sharing the verifier's "
+                     "errors; residual = gain minus the gain the line fitted on the other judges predicts from "
+                     "its accuracy):\n")
+        lines.append(_table(flags, ["judge", "grader_family", "task", "generator", "accuracy", "gain", "expected_gain",
+                                    "residual"]))
+    lines.append("\n### Judges on the preference set (%)\n")
+    lines.append(_table(records["judges"], ["judge", "task", *PREDICTORS, "pairs", "same_model_pairs"]))
+    lines.append("\n### Predictor x task x generator: correlation with Best-of-N gain across judges\n")
+    lines.append(f"95% bias-corrected bootstrap intervals ({records['bootstrap']} replicates resampling judges, "
+                 "prompts and pairs jointly; the same replicates for every predictor). Within a setting the gain, "
+                 "the pick score and the recovery give the same correlation.\n")
+    rows = [{"predictor": PREDICTORS[r["predictor"]], "task": r["task"], "generator": r["generator"],
+             "judges": r["n_judges"], "r": r["r"], "r 95% CI": _iv(r["r_lo"], r["r_hi"]), "ρ": r["rho"],
+             "ρ 95% CI": _iv(r["rho_lo"], r["rho_hi"])} for r in records["correlations"]]
+    lines.append(_table(rows, ["predictor", "task", "generator", "judges", "r", "r 95% CI", "ρ", "ρ 95% CI"]))
+    lines.append("\n### Does same-model accuracy predict better than overall accuracy? (paired bootstrap)\n")
+    rows = [{**r, "difference 95% CI": _iv(r["diff_lo"], r["diff_hi"]),
+             "p_boot": "–" if r["p_boot"] is None else f"{r['p_boot']:.2f}"} for r in records["same_vs_overall"]]
+    lines.append(_table(rows, ["task", "generator", "r_same_model", "r_overall", "difference", "difference 95% CI",
+                               "p_boot", "verdict"]))
+    return "\n".join(lines) + "\n"
+
+
+def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> str:
+    if not rows:
+        return "(none)\n"
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join(_cell(r.get(c)) for c in cols) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return "–" if not math.isfinite(v) else f"{v:+.2f}" if abs(v) <= 1.0 and v != 0 else f"{v:.1f}"
+    return "–" if v is None else str(v)
+
+
+def _iv(lo: Any, hi: Any) -> str:
+    ok = all(isinstance(v, float) and math.isfinite(v) for v in (lo, hi))
+    return f"{lo:+.2f} to {hi:+.2f}" if ok else "–"
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return _num(v)
+    return v
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def what_the_axes_are(verifier: str, agreement: Mapping[str, Mapping[str, Any]]) -> str:
+    """One paragraph saying what x and y measure in this study, with the verifier's measured agreement."""
+    if not agreement:
+        return (f"**What the axes are.** x: each judge's accuracy on the preference set's labels; y: the score the "
+                f"verifier `{verifier}` gives the judge's Best-of-N picks.\n\n")
+    rows = [{"task": t, "pairs": a["pairs"], "verifier agrees with annotators": f"{100 * a['agreement']:.1f}%",
+             "verifier ties": a["ties"]} for t, a in agreement.items()]
+    return ("**What the axes are in this study.** x: each judge's accuracy on a preference set labelled by "
+            "simulated expert annotators (several per pair, a majority consensus filter) who judge what each "
+            "candidate truly shows (the synthetic world's latent truth), never the verifier; y: the score the "
+            f"automatic verifier `{verifier}`, which reads pixels and text and can be wrong, gives the judge's "
+            "Best-of-N picks. The numbers are about this synthetic world, not about real models.\n\n"
+            "How often the verifier's score order agrees with the annotators' label on the preference set "
+            "(measured; a verifier tie counts half):\n\n" + _table(rows, list(rows[0])) + "\n")
+
+
+FIGURE_TITLE = "Does MMRB2 accuracy predict Best-of-N gains?"
+
+
+def figure_title(study: Mapping[str, Any]) -> str:
+    """The figure's title and a subtitle saying, in one sentence, what the axes are in this study."""
+    verifier = (study.get("verifier") or {}).get("label") or (study.get("verifier") or {}).get("name") or "?"
+    if (study.get("suite") or {}).get("name") == "synthetic" and study.get("preference"):
+        line = (f"Synthetic world: x = accuracy against simulated annotators' labels (judged from the latent truth), "
+                f"y = score of the picks by the automatic verifier '{verifier}'; not numbers about real models.")
+    else:
+        line = f"x = accuracy on the preference set's labels; y = score of the picks by the verifier '{verifier}'."
+    return f"{FIGURE_TITLE}\n{line}"
