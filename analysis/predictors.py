@@ -41,7 +41,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import mmrb2
+from bon import mmrb2
+from bon.tasks import TASKS, bon_task, scorer_task
 from analysis.bon_metrics import (iter_settings, load_prompt_level, multinomial_weights, setting_matrix, task_order,
                                   weighted_means)
 from analysis.statistics import bc_interval, pearson, spearman
@@ -101,7 +102,7 @@ def task_pairs(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, M
         for q, pair in enumerate(pairs):
             entry = judgments[judge].get(pair.id)
             entry = entry if isinstance(entry, Mapping) else {}
-            fwd, rev = (mmrb2._first(entry.get(d)) for d in ("forward", "reverse"))
+            fwd, rev = (mmrb2.first_judgement(entry.get(d)) for d in ("forward", "reverse"))
             for answer, flip in ((fwd, False), (rev, True)):
                 if answer is None:
                     bad[j, q] += 1
@@ -119,14 +120,14 @@ def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, TaskPairs]
     """The run's preference set (``mmrb2/``) and its judges' judgment files, per Best-of-N task."""
     root = Path(run_dir) / "mmrb2"
     out: dict[str, TaskPairs] = {}
-    for scorer, file in mmrb2.TASK_FILES.items():
+    for task_def in TASKS:
+        file = task_def.file
         if not (root / file).exists():
             continue
         judgments = {j: mmrb2.load_judgments(root / "judgments" / slug(j) / file) for j in judges
                      if (root / "judgments" / slug(j) / file).exists()}
         if judgments:
-            task = mmrb2.SCORER_TO_BON[scorer]
-            out[task] = task_pairs(task, mmrb2.load_pairs(root / file), judgments)
+            out[task_def.name] = task_pairs(task_def.name, mmrb2.load_pairs(root / file), judgments)
     return out
 
 
@@ -136,8 +137,8 @@ def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str,
     by_task: dict[str, dict[str, Any]] = {}
     for judge, files in predictions.items():
         for task, path in files.items():
-            by_task.setdefault(mmrb2.scorer_task(task), {})[judge] = mmrb2.load_judgments(Path(path))
-    return {mmrb2.SCORER_TO_BON[t]: task_pairs(mmrb2.SCORER_TO_BON[t], mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
+            by_task.setdefault(scorer_task(task), {})[judge] = mmrb2.load_judgments(Path(path))
+    return {bon_task(t): task_pairs(bon_task(t), mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
             for t, j in by_task.items()}
 
 

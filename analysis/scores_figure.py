@@ -50,12 +50,12 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
     if missing:
         raise BonError(f"{scores_csv}: lacks column(s) {', '.join(missing)} "
                        "(expected task, generator, judge, bon_score[, random_score, oracle_score])")
-    from analysis.mmrb2 import BON_TO_SCORER, SCORER_TO_BON
+    from bon.tasks import TASK_NAMES, bon_task, is_task
 
     # a run folder's results.csv carries its own accuracies and intervals: the supplied ones replace them
     scores = scores.drop(columns=[c for c in ("mmrb2_accuracy", "acc_lo", "acc_hi") if c in scores.columns])
-    scores["task"] = [SCORER_TO_BON.get(str(t), str(t)) for t in scores["task"]]
-    bad = sorted(set(scores["task"]) - set(BON_TO_SCORER))
+    scores["task"] = [bon_task(t) if is_task(str(t)) else str(t) for t in scores["task"]]
+    bad = sorted(set(scores["task"]) - set(TASK_NAMES))
     if bad:
         raise BonError(f"{scores_csv}: unknown task(s) {', '.join(bad)} (use t2i, edit, interleaved, reasoning)")
     axis = accuracy_axis(accuracies)

@@ -134,7 +134,7 @@ def test_local_judge_uses_official_parts_images_and_sampling(tmp_path_factory, t
     from tiny_models import build_tiny_llava
 
     from bon.stages.judge_bench import pair_comparisons
-    from analysis.mmrb2 import load_pairs
+    from bon.mmrb2 import load_pairs
     from bon import registry
 
     folder = cached("llava", tmp_path_factory, build_tiny_llava)

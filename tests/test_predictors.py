@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.mmrb2 import Pair
+from bon.mmrb2 import Pair
 from analysis.predictors import (correlations, flag_records, grader_family, judge_records, shared_grader,
                                  task_pairs)
 
@@ -126,7 +126,7 @@ def test_same_model_flag_comes_from_the_real_mmrb2_files(tmp_path):
     import os
     from pathlib import Path
 
-    from analysis import mmrb2
+    from bon import mmrb2
     from analysis.predictors import benchmark_task_pairs
 
     root = os.environ.get("BON_MMRB2_DIR")

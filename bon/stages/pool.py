@@ -98,8 +98,8 @@ class BufferedStore(JudgmentStore):
     def __init__(self, path: Path):  # not super().__init__: that would create tables and switch modes
         self.path = Path(path)
         self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60, check_same_thread=False)
-        self.verdicts: dict[str, dict[Key, Verdict]] = {}
-        self.scores: dict[str, dict[tuple[str, str, int], Score]] = {}
+        self.verdicts: dict[str, dict[Key, tuple[Verdict, str, float]]] = {}  # answer, stage, seconds
+        self.scores: dict[str, dict[tuple[str, str, int], tuple[Score, str, float]]] = {}
         self.identities: list[dict[str, Any]] = []
 
     def register(self, identity: dict[str, Any]) -> str:
@@ -109,31 +109,35 @@ class BufferedStore(JudgmentStore):
     def get_many(self, jid: str, keys: Sequence[Key]) -> dict[Key, Verdict]:
         mine = self.verdicts.get(jid, {})
         found = super().get_many(jid, [k for k in keys if k not in mine])
-        found.update({k: mine[k] for k in keys if k in mine})
+        found.update({k: mine[k][0] for k in keys if k in mine})
         return found
 
-    def put_many(self, jid: str, items) -> None:
-        self.verdicts.setdefault(jid, {}).update((k, v) for k, v in items if not v.transient)
+    def put_many(self, jid: str, items, stage: str = "", seconds_each: float = 0.0) -> None:
+        self.verdicts.setdefault(jid, {}).update((k, (v, stage, seconds_each)) for k, v in items if not v.transient)
 
     def get_scores(self, jid: str, keys: Sequence[tuple[str, str, int]]) -> dict[tuple[str, str, int], Score]:
         mine = self.scores.get(jid, {})
         found = super().get_scores(jid, [k for k in keys if k not in mine])
-        found.update({k: mine[k] for k in keys if k in mine})
+        found.update({k: mine[k][0] for k in keys if k in mine})
         return found
 
-    def put_scores(self, jid: str, items) -> None:
-        self.scores.setdefault(jid, {}).update(items)
+    def put_scores(self, jid: str, items, stage: str = "", seconds_each: float = 0.0) -> None:
+        self.scores.setdefault(jid, {}).update((k, (v, stage, seconds_each)) for k, v in items)
 
     def pending(self) -> dict[str, Any]:
-        """What the driver must store (picklable)."""
+        """What the driver must store (picklable): each answer with the stage and seconds it cost."""
         return {"identities": self.identities, "verdicts": self.verdicts, "scores": self.scores}
 
 
 def flush_into(store: JudgmentStore, pending: dict[str, Any]) -> None:
-    """Write a worker's buffered judgments into the real store (one transaction per judge)."""
+    """Write a worker's buffered judgments into the real store, one transaction per batch of calls
+    (answers of one batch share their stage and seconds), so costs add up as in the driver."""
     for identity in pending["identities"]:
         store.register(identity)
-    for jid, verdicts in pending["verdicts"].items():
-        store.put_many(jid, verdicts.items())
-    for jid, scores in pending["scores"].items():
-        store.put_scores(jid, scores.items())
+    for table, put in (("verdicts", store.put_many), ("scores", store.put_scores)):
+        for jid, answers in pending[table].items():
+            batches: dict[tuple[str, float], list] = {}
+            for key, (answer, stage, seconds) in answers.items():
+                batches.setdefault((stage, seconds), []).append((key, answer))
+            for (stage, seconds), items in batches.items():
+                put(jid, items, stage=stage, seconds_each=seconds)
