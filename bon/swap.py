@@ -45,10 +45,11 @@ class SwapPolicy:
         return self.mode == "gated"
 
     def identity(self) -> dict[str, Any]:
-        """Empty for the protocol's default, so strategies' identities stay what they were."""
+        """Both orders (the protocol) ignore the gate and its confidence source: they read the same
+        whatever was given, so picks and labels of an ungated strategy never differ by them."""
         if not self.gated:
-            return {}
-        return {"swap": self.mode, "gate": self.gate, **({"confidence": self.confidence} if self.confidence != "auto" else {})}
+            return {"swap": "both", "gate": None, "confidence": None}
+        return {"swap": self.mode, "gate": self.gate, "confidence": self.confidence}
 
     def needs_reverse(self, forward: Sequence[Verdict], judge: Any = None) -> bool:
         if not self.gated:

@@ -48,6 +48,8 @@ DEVICE = FakeAccelerator()
 class Held:
     """Mix-in: holds ``size`` bytes on DEVICE from creation until close()."""
 
+    forkable = False  # a model: never run in forked workers (the counter lives in this process)
+
     def hold(self, size: int) -> None:
         DEVICE.load(size)
         self.size = size

@@ -96,8 +96,8 @@ def test_api_request_equals_the_official_content_list(tmp_path, monkeypatch, tas
     out = tmp_path / "judgments" / TASK_FILES[task]
     try:
         rc = main(["mmrb2", "judge", "--judge", "openai-compatible:judge-model", "--bench-dir", str(bench_dir), "--task", task,
-                   "--out", str(out), "--official-prompts", str(checkout),
-                   "--option", f"base_url={server.url}", "--option", f"api_key_env={KEY}", "--option", "temperature=0.3"])
+                   "--out-file", str(out), "--official-prompts", str(checkout),
+                   "--judge-option", f"base_url={server.url}", "--judge-option", f"api_key_env={KEY}", "--judge-option", "temperature=0.3"])
     finally:
         server.close()
     assert rc == 0 and len(server.requests) == 2
@@ -149,7 +149,7 @@ def test_local_judge_uses_official_parts_images_and_sampling(tmp_path_factory, t
         return real_template(messages, **kw)
 
     processor.apply_chat_template = capture
-    judge.backend.generate = lambda batch, **settings: seen.setdefault("settings", settings) and ['{"better_response": "A", "score": 4}'] * 2
+    judge.backend.generate = lambda batch, seed=None, **settings: seen.setdefault("settings", settings) and ['{"better_response": "A", "score": 4}'] * 2
     pair = load_pairs(bench_dir / "interleaved.json")[0]
     comps = pair_comparisons(pair, "interleaved", bench_dir, 1)
     text, images = judge.render(comps[0])

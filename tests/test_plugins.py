@@ -170,7 +170,7 @@ def test_identity_keeps_what_a_plugin_adds_and_what_it_forgets():
 @pytest.mark.parametrize("kind, spec, option, hint", [
     ("judge", "colour-hist", "min_shar", "did you mean min_share?"),
     ("generator", "synthetic", "skil", "did you mean skill?"),
-    ("strategy", "knockout", "seding", "did you mean seeding?"),
+    ("strategy", "knockout", "seding", "did you mean seeding"),
     ("verifier", "synthetic", "colour", "valid: none"),
 ])
 def test_unknown_option_is_one_line_naming_plugin_option_and_nearest(kind, spec, option, hint):

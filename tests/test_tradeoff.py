@@ -77,9 +77,9 @@ def test_flips_of_a_run(demo_run, tmp_path):
     out = tmp_path / "flips.json"
     assert main(["mmrb2", "flips", "--run", str(demo_run), "--json", str(out)]) == 0
     files = json.loads(out.read_text())["files"]
-    assert any(name.startswith("scene-full/") for name in files) and "scene-full/all tasks" in files
-    together = files["scene-full/all tasks"]["summary"]["pairs"]
-    assert together == sum(e["summary"]["pairs"] for n, e in files.items() if n.startswith("scene-full/") and n != "scene-full/all tasks")
+    assert any(name.startswith("verifier-twin/") for name in files) and "verifier-twin/all tasks" in files
+    together = files["verifier-twin/all tasks"]["summary"]["pairs"]
+    assert together == sum(e["summary"]["pairs"] for n, e in files.items() if n.startswith("verifier-twin/") and n != "verifier-twin/all tasks")
     for entry in files.values():
         assert entry["summary"]["by_confidence"] and entry["gate_safety"]
 

@@ -63,8 +63,8 @@ def candidate_records(out: Path) -> dict:
 
 def generate_args(suite: Path, out: Path, url: str) -> list[str]:
     return ["generate", "--generator", "vlm-answers", "--suite", str(suite), "--n", "2", "--out", str(out),
-            "--option", "backend=openai", "--option", "model=vlm", "--option", f"base_url={url}",
-            "--option", f"api_key_env={KEY}", "--option", "retries=0", "--option", "label=vlm"]
+            "--generator-option", "backend=openai", "--generator-option", "model=vlm", "--generator-option", f"base_url={url}",
+            "--generator-option", f"api_key_env={KEY}", "--generator-option", "retries=0", "--generator-option", "label=vlm"]
 
 
 def test_generator_503_then_recovery(tmp_path):

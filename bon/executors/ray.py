@@ -94,7 +94,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise BonError("executor ray: the ray package is not installed (pip install 'bon[ray]')") from None
+            raise BonError("executor ray: the ray package is not installed (pip install '.[ray]')") from None
         if workers < 1 or batch < 1:
             raise BonError(f"executor ray: workers and batch must be at least 1, got {workers} and {batch}")
         self.ray = ray

@@ -18,7 +18,7 @@ def strategy_label(strategy: Strategy) -> str:
     except (TypeError, ValueError):
         defaults = {}
     settings = {k: v for k, v in strategy.identity().items() if k not in ("name", "plugin", "version")}
-    changed = [(k, v) for k, v in settings.items() if k in defaults and defaults[k] != v]
+    changed = [(k, v) for k, v in settings.items() if k in defaults and defaults[k] != v and v is not None]
     return "-".join([strategy.name, *(k.replace("_", "-") if v is True else str(v) for k, v in changed)])
 
 
