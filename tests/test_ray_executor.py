@@ -44,9 +44,10 @@ def tiny_local_run(tmp_path_factory):
     return _local(tmp_path_factory, TINY)
 
 
-def _calls_made(run: Path) -> int:
+def _calls_made(run: Path, last: bool = False) -> int:
+    """Judge calls paid for: the study's total over every invocation, or only the last invocation's."""
     stats = json.loads((run / "stats.json").read_text())
-    return sum(j["calls_made"] for j in stats["judges"].values())
+    return sum((j["last_invocation"] if last else j)["calls_made"] for j in stats["judges"].values())
 
 
 def test_ray_demo_writes_the_local_run_folder(cluster, local_run, tmp_path):
@@ -67,5 +68,5 @@ def test_killed_workers_are_retried_and_no_judgment_is_asked_twice(cluster, tiny
     assert made == _calls_made(tiny_local_run) == len(store_rows(out / "judgments.sqlite")["judgments"])
     monkeypatch.delenv("BON_RAY_KILL_ONCE")
     assert main([*TINY, "--out", str(out)]) == 0  # the other executor resumes the same folder: nothing new to ask
-    assert _calls_made(out) == 0
+    assert _calls_made(out, last=True) == 0 and _calls_made(out) == made
     assert_same_run(out, tiny_local_run)
