@@ -42,6 +42,9 @@ class Plugin:
     name: str = "plugin"  # the label a study shows (not part of the identity)
     version: Any = "1"  # bump when the same settings would now give different answers
     run_only: ClassVar[tuple[str, ...]] = ()  # this plugin's extra settings that never change an answer
+    # options added in a later release, left out of the identity while at their default: judgments
+    # stored before they existed (and the tie coins seeded by the identity) stay valid
+    added_later: ClassVar[tuple[str, ...]] = ()
     name_key: ClassVar[str] = "plugin"  # the identity key holding the registered name
 
     def __init__(self) -> None:
@@ -103,6 +106,8 @@ def derived_identity(plugin: Plugin) -> dict[str, Any]:
 
     skip = RUN_ONLY | set(type(plugin).run_only)
     arguments = getattr(plugin, "_bon_arguments", {})
+    params = _init_signature(type(plugin)).parameters
+    skip |= {k for k in type(plugin).added_later if k in params and arguments.get(k) == params[k].default}
     return {
         type(plugin).name_key: getattr(plugin, "_bon_plugin", None) or registered_name(plugin),
         "version": type(plugin).version,

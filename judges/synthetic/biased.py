@@ -43,6 +43,7 @@ class PositionBiasJudge(ScoringJudge):
 
     algorithm = "position-bias"
     version = 1
+    added_later = ("confident",)
     margin_scale = 8.0  # ink differences of a few percent are what this signal sees
 
     def __init__(self, name: str | None = None, seed: int = 0, bias: float = 0.8, confident: bool = False) -> None:
