@@ -31,8 +31,17 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from analysis.report import fisher_ci
 from analysis.statistics import PairOutcomes, Setting, _axis_from_outcomes, correlation_intervals
+
+def fisher_ci(r: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The textbook Fisher-z interval for Pearson r over n judges: the baseline that ignores the
+    measurement noise of accuracies and Best-of-N scores (bon's report does not use it)."""
+    if n < 4 or not np.isfinite(r):
+        return (math.nan, math.nan)
+    z = math.atanh(min(max(r, -0.999999), 0.999999))
+    half = norm.ppf(0.5 + level / 2) / math.sqrt(n - 3)
+    return (math.tanh(z - half), math.tanh(z + half))
+
 
 SIZES = {"demo": {"judges": 9, "prompts": 40, "pairs": 160}, "paper": {"judges": 23, "prompts": 200, "pairs": 1000}}
 ACC_MEAN, ACC_SPREAD = 0.62, 0.08  # true accuracies around 62% +- 8 points (MMRB2's judges: ~50-80%)
