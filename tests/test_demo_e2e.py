@@ -285,6 +285,24 @@ def test_report_carries_the_predictor_table_and_flags_the_twin(demo_run):
     assert "Which MMRB2 number predicts Best-of-N?" in (demo_run / "report.md").read_text()
 
 
+def _section(report_md: str, title: str) -> str:
+    return next(part for part in report_md.split("\n## ") if part.startswith(title))
+
+
+def test_bon_report_rebuilds_the_same_predictor_section(demo_run, tmp_path):
+    """The predictor table is part of the report bundle: `bon report` on the folder renders the very same
+    section and report.json key as the study did (no hook patches the study's report afterwards)."""
+    again = tmp_path / "again"
+    assert main(["report", "--run", str(demo_run), "--seed", "1", "--no-power", "--out", str(again)]) == 0
+    title = "Which MMRB2 number predicts Best-of-N?"
+    ours, theirs = (demo_run / "report.md").read_text(), (again / "report.md").read_text()
+    assert "verifier agrees with annotators" in _section(theirs, title)
+    assert _section(ours, title) == _section(theirs, title)
+    predictors = json.loads((again / "report.json").read_text())["predictors"]
+    assert predictors["correlations"] and predictors == json.loads((demo_run / "report.json").read_text())["predictors"]
+    assert "Which MMRB2 number predicts Best-of-N?" in (again / "report.html").read_text()
+
+
 def test_worker_processes_change_no_number(demo_run, tmp_path, monkeypatch):
     """The judges run in forked workers by default; one process gives the very same study."""
     monkeypatch.setenv("BON_WORKERS", "1")
