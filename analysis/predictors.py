@@ -33,6 +33,7 @@ bundle (:mod:`analysis.bundle`), whose renderers write ``report.md``, ``report.j
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -207,7 +208,8 @@ def correlations(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, bootstra
         paired.append(_paired_row(task, gen, p_same, p_all, diff, level))
     if len(diffs_all) > 1:
         point = float(np.mean([d[0] for d in diffs_all]))
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a replicate undefined in every setting stays NaN
             stacked = np.nanmean(np.stack([d[1] for d in diffs_all]), 0)
         paired.append(_paired_row("(all)", "(mean over settings)", math.nan, math.nan, stacked, level, point))
     return table, paired
