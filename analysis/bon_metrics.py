@@ -64,6 +64,24 @@ def load_picks(run_dir: Path) -> list[dict[str, Any]]:
     return [rec for _, rec in read_jsonl(path)]
 
 
+def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
+    """``picks.jsonl`` and the picks ``bon select`` wrote at the study's N (:meth:`RunFolder.picks_files`):
+    a (judge, strategy label) already read from an earlier file is not read again, and picks files of a
+    smaller ``--n`` are left out (their random and oracle levels are of another N)."""
+    run = RunFolder(Path(run_dir), existing=True)
+    records, seen = [], set()
+    for path in run.picks_files():
+        mine = [rec for _, rec in read_jsonl(path)]
+        if path != run.picks:
+            mine = [r for r in mine if run.picks_file(r.get("judge", ""), r.get("strategy", "")) == path]
+        keys = {(r.get("judge"), r.get("strategy", "")) for r in mine}
+        records += [r for r in mine if (r.get("judge"), r.get("strategy", "")) not in seen]
+        seen |= keys
+    if not records:
+        raise BonError(f"{run.picks}: no picks; is {run_dir} a finished study folder?")
+    return records
+
+
 def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
     """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
     path = RunFolder(Path(run_dir), existing=True).scores

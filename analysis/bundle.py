@@ -1,7 +1,7 @@
 """The report bundle: every number of a study's analysis, computed once from the run folder.
 
 :func:`compute` reads only what a study leaves on disk (``picks.jsonl``, ``scores.jsonl``, ``mmrb2/``,
-``stats.json``, ``config.yaml``, ``curves/*.json``) and never calls a judge or writes a file. The
+``stats.json``, ``config.yaml``, ``curves/*.json``, ``tradeoff.json``) and never calls a judge or writes a file. The
 renderers (:mod:`analysis.report` for markdown, CSV and JSON, :mod:`analysis.html_report` for HTML)
 only format what is here, so the files can never disagree. A new analysis adds a field here, a table
 in :meth:`ReportBundle.tables` and a section in :data:`analysis.report.SECTIONS`.
@@ -21,12 +21,14 @@ import yaml
 from analysis.bon_metrics import bon_metrics, load_prompt_level, results_view, run_n, with_accuracies
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
+from analysis.predictors import TaskPairs, bundle_records
 from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, accuracy_axis, correlation_intervals, run_judge_axis,
                                  settings_from_prompts)
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
 MIN_CORRELATION_JUDGES = 3
+DEFAULT_MAX_LOSS = 0.01  # one point of a 0-1 Best-of-N score: the leaderboard's "cheapest within" loss
 
 
 @dataclass
@@ -50,6 +52,15 @@ class ReportBundle:
     versions: dict[str, Any]
     stats: dict[str, Any]  # stats.json
     figures: dict[str, list[Path]] = field(default_factory=dict)
+    predictors: dict[str, Any] | None = None  # analysis.predictors.bundle_records: which MMRB2 number predicts BoN
+    tradeoff: dict[str, Any] | None = None  # tradeoff.json of `bon tradeoff`: calls per prompt against BoN score
+    max_loss: float = DEFAULT_MAX_LOSS
+
+    def cheapest(self) -> list[dict[str, Any]]:
+        """Per judge, the cheapest way to run it within ``max_loss`` of the full protocol ([] without trade-off data)."""
+        from analysis.tradeoff import cheapest_rows
+
+        return cheapest_rows((self.tradeoff or {}).get("records") or [], self.max_loss)
 
     @property
     def results(self) -> pd.DataFrame:
@@ -93,7 +104,9 @@ class ReportBundle:
             "correlations": self.correlations, "metrics": self.metrics, "accuracies": self.accuracies,
             "leaderboards": self.leaderboards,
             "power": None if not power else {k: power[k] for k in ("model", "width", "recommendation", "grid")},
-            "study": self.study,
+            "study": self.study, "predictors": self.predictors,
+            "tradeoff": None if not self.tradeoff else {**self.tradeoff, "cheapest_within": {
+                "max_loss": self.max_loss, "judges": self.cheapest()}},
         })
 
     def degenerate(self) -> str | None:
@@ -147,10 +160,15 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
 def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
             accuracies: str | Path | JudgeAxis | None = "run",
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
-            power: bool = True, power_width: float = 0.5) -> ReportBundle:
+            power: bool = True, power_width: float = 0.5, predictor_pairs: Mapping[str, TaskPairs] | None = None,
+            predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS) -> ReportBundle:
     """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
-    ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``."""
+    ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
+    ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`) replaces the run's own preference
+    set in the predictor table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost."""
+    from analysis.tradeoff import load_tradeoff
+
     run_dir = Path(run_dir)
     prompts = load_prompt_level(run_dir)
     if prompts.empty:
@@ -169,9 +187,12 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         except BonError:
             power_result = None
     config = read_study(run_dir)
+    study = config.get("study") or {}
     return ReportBundle(
         run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=correlations,
         leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level),
         power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
-        study=config.get("study") or {}, versions=config.get("versions") or {}, stats=stats)
+        study=study, versions=config.get("versions") or {}, stats=stats,
+        predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
+        tradeoff=load_tradeoff(run_dir), max_loss=max_loss)

@@ -353,7 +353,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
              f'{esc(time.strftime("%Y-%m-%d %H:%M"))} · {esc(boot)} bootstrap replicates, seed {esc(seed)}, '
              f"{int(round(100 * float(level)))}% intervals</div>"]
     sections = [("answer", "The answer"), ("correlations", "Correlations"), ("judges", "Best-of-N per judge"),
-                ("accuracy", "Judge accuracy"), ("reranker", "Choosing a reranker"), ("curves", "Best-of-n curves"),
+                ("accuracy", "Judge accuracy"), ("predictors", "Which number predicts"),
+                ("reranker", "Choosing a reranker"), ("tradeoff", "Cost against quality"), ("curves", "Best-of-n curves"),
                 ("power", "Study size"), ("samples", "Sample prompts"), ("method", "Method"), ("data", "Data")]
     parts.append("<nav>" + "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections) + "</nav>")
     parts.append(_cards(b))
@@ -396,6 +397,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
                 col("pairs", "n_pairs"), col("judgements", "n_judgements")]
     parts.append(html_table(records(acc), acc_cols, "acc"))
 
+    parts.append(predictors_html(b.predictors))
+
     # reranker
     parts.append('<h2 id="reranker">Choosing a reranker</h2>')
     parts.append(figure_html(figs.get("reranker"), "Each judge's gain over a random pick (95% interval over prompts) "
@@ -411,6 +414,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
             parts.append(f"<details><summary>{esc(TASK_TITLES.get(task, task))} / {esc(gen)} ({esc(strategy)}): best "
                          f"{esc(sub.iloc[0]['judge'])}, {tied} judge(s) tied with it</summary>"
                          + html_table(records(sub), leaderboard_columns()) + "</details>")
+    parts.append(cheapest_html(b.cheapest(), b.max_loss))
+    parts.append(tradeoff_html(b.tradeoff, figs.get("tradeoff")))
 
     # curves
     parts.append('<h2 id="curves">Best-of-n curves</h2>')
@@ -439,6 +444,88 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     versions = b.versions
     parts.append(f'<p class="muted small">{_study_summary(study)}<br>Versions: {esc(_inline(versions))}</p>')
     return _page(title, "\n".join(p for p in parts if p))
+
+
+PREDICTOR_COLUMNS = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
+                     ("generator", "", lambda r: r["generator"], None), col("judges", "n_judges"), col("r", "r", "+.2f"),
+                     ("r 95% CI", "", lambda r: r.get("r_lo"), lambda r: ci(r.get("r_lo"), r.get("r_hi"))),
+                     col("ρ", "rho", "+.2f"),
+                     ("ρ 95% CI", "", lambda r: r.get("rho_lo"), lambda r: ci(r.get("rho_lo"), r.get("rho_hi")))]
+
+
+def predictors_html(rec: Mapping[str, Any] | None) -> str:
+    """Which MMRB2 number predicts Best-of-N (:mod:`analysis.predictors`): what the axes are, the
+    verifier's agreement with the annotators, shared-grader flags, the predictor table, the paired test."""
+    if not rec:
+        return ""
+    from analysis.predictors import PREDICTORS
+
+    head = '<h2 id="predictors">Which MMRB2 number predicts Best-of-N?</h2>'
+    if "skipped" in rec:
+        return head + f'<p class="muted">Skipped: {esc(rec["skipped"])}.</p>'
+    parts = [head, f'<p class="muted small">On {esc(rec.get("source", "the preference set"))}; downstream verifier '
+             f'<code>{esc(rec.get("verifier", "?"))}</code>.</p>']
+    agreement = rec.get("verifier_agreement") or {}
+    if agreement:
+        parts.append("<p>How often the verifier's score order agrees with the annotators' label on the preference set "
+                     "(measured; a verifier tie counts half):</p>")
+        parts.append(html_table([{"task": t, **a} for t, a in agreement.items()],
+                                [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None), col("pairs", "pairs"),
+                                 ("agreement", "", lambda r: r.get("agreement"), lambda r: fmt(".1%")(r.get("agreement"))),
+                                 col("verifier ties", "ties")], sortable=False))
+    if rec.get("shared_grader"):
+        parts.append("<p><b>Shares the verifier's grader</b> (its gain is inflated by sharing the verifier's errors; "
+                     "residual = gain minus what the line fitted on the other judges predicts):</p>")
+        parts.append(html_table(rec["shared_grader"], [
+            ("judge", "", lambda r: r["judge"], None), ("grader", "", lambda r: r["grader_family"], None),
+            ("task", "", lambda r: r["task"], None), ("generator", "", lambda r: r["generator"], None),
+            col("accuracy %", "accuracy", ".1f"), col("gain", "gain", "+.3f"), col("expected", "expected_gain", "+.3f"),
+            col("residual", "residual", "+.3f")]))
+    for key, label in PREDICTORS.items():
+        rows = [r for r in rec.get("correlations") or [] if r["predictor"] == key]
+        if rows:
+            parts.append(f"<details><summary>{esc(label)}: correlation with Best-of-N gain across judges</summary>"
+                         + html_table(rows, PREDICTOR_COLUMNS) + "</details>")
+    if rec.get("same_vs_overall"):
+        parts.append("<p>Does same-model accuracy predict better than overall accuracy? Paired bootstrap of r(same-model) "
+                     "− r(overall) on the same replicates:</p>")
+        parts.append(html_table(rec["same_vs_overall"], [
+            ("task", "", lambda r: r["task"], None), ("generator", "", lambda r: r["generator"], None),
+            col("r same-model", "r_same_model", "+.2f"), col("r overall", "r_overall", "+.2f"),
+            col("difference", "difference", "+.2f"),
+            ("95% CI", "", lambda r: r.get("diff_lo"), lambda r: ci(r.get("diff_lo"), r.get("diff_hi"))),
+            ("p", "", lambda r: r.get("p_boot"), lambda r: fmt_p(r.get("p_boot"))), ("verdict", "", lambda r: r["verdict"], None)]))
+    return "".join(parts)
+
+
+def cheapest_html(rows: Sequence[Mapping[str, Any]], max_loss: float) -> str:
+    """The leaderboard's cost column from ``bon tradeoff``: per judge, the cheapest setting within ``max_loss``."""
+    if not rows:
+        return ""
+    return (f"<p>Cheapest way to run each judge whose Best-of-N loss against the full protocol stays within {max_loss:g} "
+            "(upper end of its 95% interval; gates the flip analysis calls unsafe left out):</p>"
+            + html_table(rows, [("judge", "", lambda r: r["judge"], None), ("setting", "", lambda r: r["cheapest_setting"], None),
+                                col("calls/prompt", "calls_per_prompt", ".2f"), col("full protocol", "full_calls_per_prompt", ".2f"),
+                                col("calls cut", "calls_cut", ".0%"), col("$/prompt", "usd_per_prompt", ".4f"),
+                                col("BoN", "bon_score", ".3f"), col("loss", "loss", "+.4f"),
+                                col("loss 95% upper", "loss_hi", "+.4f"), ("gating", "", lambda r: r.get("gating") or "", None)]))
+
+
+def tradeoff_html(tradeoff: Mapping[str, Any] | None, figure: Sequence[Path] | None) -> str:
+    """Calls per prompt against Best-of-N score for every way of running each judge (``bon tradeoff``)."""
+    head = '<h2 id="tradeoff">Cost against quality</h2>'
+    if not tradeoff or not tradeoff.get("records"):
+        return head + ('<p class="muted">No trade-off in this run folder. Run <code>bon tradeoff --run DIR</code> and '
+                       "rebuild the report.</p>")
+    return head + figure_html(figure, "Judge calls per prompt against Best-of-N score (left) and recovery (right), one "
+                              "line per judge through its settings; hollow markers: gates the reverse-flip analysis calls "
+                              "unsafe for that judge.", "calls per prompt against Best-of-N score") + html_table(
+        tradeoff["records"], [
+            ("judge", "", lambda r: r["judge"], None), ("setting", "", lambda r: r["setting"], None),
+            col("calls/prompt", "calls_per_prompt", ".2f"), col("calls cut", "calls_cut", ".0%"),
+            col("BoN", "bon_score", ".4f"), col("recovery", "recovery", ".3f"), col("loss", "loss", "+.4f"),
+            ("loss 95% CI", "", lambda r: r.get("loss_lo"), lambda r: ci(r.get("loss_lo"), r.get("loss_hi"), "+.4f")),
+            ("gating", "", lambda r: r.get("gating") or "", None)], "tradeoff")
 
 
 def _cards(b: ReportBundle) -> str:

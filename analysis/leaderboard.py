@@ -27,8 +27,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import (load_prompt_level, percentile_ci, prompt_weights, setting_matrix, task_order,
-                                  weighted_means)
+from analysis.bon_metrics import (load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level, prompt_weights,
+                                  run_n, setting_matrix, task_order, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -174,10 +174,15 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
 
 def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
                     bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """:func:`leaderboard` for a run folder, with the run's own MMRB2 accuracies beside each judge."""
+    """:func:`leaderboard` for a run folder (the study's picks and those of ``bon select``), with the run's
+    own MMRB2 accuracies beside each judge."""
     from analysis.statistics import run_judge_axis
 
-    prompts = load_prompt_level(run_dir)
+    picks = load_selected_picks(run_dir)
+    if strategy is None:  # the study's own strategy unless asked for one of `bon select`
+        own = {p.get("strategy", "") for p in load_picks(run_dir)}
+        picks = [p for p in picks if p.get("strategy", "") in own]
+    prompts = prompt_level(picks, load_scores(run_dir), run_n(run_dir))
     acc = None
     try:
         axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
@@ -213,4 +218,18 @@ def format_leaderboard(table: pd.DataFrame) -> str:
                      f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if r.rank > 1 else 'best':>9}  {dci:<16}"
                      f"{f(r.p_holm, '.3f'):>9}  {f(r.calls_per_prompt, '.1f'):>12}{f(r.usd_per_prompt, '.4f'):>10}"
                      f"{f(r.gain_per_call, '.4f'):>10}{mark}")
+    return "\n".join(lines)
+
+
+def format_cheapest(rows: list[dict[str, Any]], max_loss: float) -> str:
+    """The leaderboard's trade-off lines (``bon tradeoff`` data): per judge, the cheapest setting within ``max_loss``."""
+    lines = [f"cheapest way to run each judge within a Best-of-N loss of {max_loss:g} (upper end of the 95% interval; "
+             "unsafe gates left out):",
+             f"{'judge':<22}{'setting':<30}{'calls/prompt':>13}{'full':>7}{'$/prompt':>10}{'loss':>9}{'gating':>10}"]
+    for r in rows:
+        money = "-" if r.get("usd_per_prompt") is None else f"{r['usd_per_prompt']:.4f}"
+        full = "-" if r.get("full_calls_per_prompt") is None else f"{r['full_calls_per_prompt']:.2f}"
+        loss = "-" if r.get("loss") is None else f"{r['loss']:+.4f}"
+        lines.append(f"{str(r['judge'])[:21]:<22}{str(r['cheapest_setting'])[:29]:<30}{r['calls_per_prompt']:>13.2f}{full:>7}"
+                     f"{money:>10}{loss:>9}{r.get('gating') or '':>10}")
     return "\n".join(lines)

@@ -26,14 +26,14 @@ A judge whose grader matches the verifier's (same model, or same scoring code: a
 ``grader_family``) shares the verifier's errors, which inflates its Best-of-N score; such judges are
 flagged with their residual from the line fitted on the other judges.
 
-Everything returns plain records (lists of dicts); :func:`add_to_report` writes them into
-``report.md`` and ``report.json``.
+Everything returns plain records (lists of dicts); :func:`bundle_records` puts them into the report
+bundle (:mod:`analysis.bundle`), whose renderers write ``report.md``, ``report.json`` and ``report.html``.
 """
 
 from __future__ import annotations
 
-import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -47,6 +47,7 @@ from analysis.bon_metrics import (iter_settings, load_prompt_level, multinomial_
                                   weighted_means)
 from analysis.statistics import bc_interval, pearson, spearman
 from bon.content import slug
+from bon.errors import BonError
 from bon.seeds import derive_seed
 
 PREDICTORS = {
@@ -56,7 +57,6 @@ PREDICTORS = {
     "position_consistency": "position consistency",
     "tie_missing": "tie/missing rate",
 }
-BEGIN, END = "<!-- predictors:begin -->", "<!-- predictors:end -->"
 
 
 # --- the judge side ------------------------------------------------------------------------------
@@ -208,7 +208,8 @@ def correlations(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, bootstra
         paired.append(_paired_row(task, gen, p_same, p_all, diff, level))
     if len(diffs_all) > 1:
         point = float(np.mean([d[0] for d in diffs_all]))
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a replicate undefined in every setting stays NaN
             stacked = np.nanmean(np.stack([d[1] for d in diffs_all]), 0)
         paired.append(_paired_row("(all)", "(mean over settings)", math.nan, math.nan, stacked, level, point))
     return table, paired
@@ -286,7 +287,13 @@ def predictor_report(run_dir: Path, flags: Mapping[str, str] | None = None, boot
                      level: float = 0.95) -> dict[str, Any]:
     """Every record of this module for a finished run folder (plain lists of dicts)."""
     prompts = load_prompt_level(Path(run_dir))
-    tasks = run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"])))
+    return records_for(run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"]))), prompts, flags, bootstrap,
+                       seed, level)
+
+
+def records_for(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, flags: Mapping[str, str] | None = None,
+                bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """Every record of this module for given preference pairs and Best-of-N picks."""
     judges = judge_records(tasks)
     bon = bon_records(prompts)
     table, paired = correlations(tasks, prompts, bootstrap, seed, level)
@@ -294,26 +301,36 @@ def predictor_report(run_dir: Path, flags: Mapping[str, str] | None = None, boot
             "shared_grader": flag_records(flags or {}, judges, bon), "bootstrap": bootstrap, "seed": seed, "level": level}
 
 
-def add_to_report(run_dir: Path, records: Mapping[str, Any], preamble: str = "") -> None:
-    """Put the predictor section into ``report.md`` (replacing an older one) and ``report.json``."""
-    run_dir = Path(run_dir)
-    md = run_dir / "report.md"
-    text = md.read_text(encoding="utf-8") if md.exists() else ""
-    block = f"{BEGIN}\n{preamble}{markdown(records)}\n{END}\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    _atomic(md, text)
-    js = run_dir / "report.json"
-    payload = json.loads(js.read_text(encoding="utf-8")) if js.exists() else {}
-    payload["predictors"] = _clean(records)
-    _atomic(js, json.dumps(payload, indent=1, ensure_ascii=False, allow_nan=False))
+def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
+                   bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+                   tasks: Mapping[str, TaskPairs] | None = None, source: str = "the run's preference set") -> dict[str, Any] | None:
+    """The report bundle's predictor records: on ``tasks`` (default: the run's own preference set), with the
+    verifier's agreement with the annotators and the shared-grader flags that the study stored in
+    ``stats.json``; None when the run has neither pairs nor those measurements. A judgment file that
+    cannot be read skips only this table (``{"skipped": why}``), never the rest of the report."""
+    agreement = stats.get("verifier_agreement") or {}
+    flags = stats.get("shared_grader") or {}
+    try:
+        if tasks is None:
+            tasks = run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"])))
+        if not tasks and not agreement and not flags:
+            return None
+        records = records_for(tasks, prompts, flags, bootstrap, seed, level)
+    except BonError as exc:
+        return {"skipped": str(exc)}
+    return {**records, "verifier_agreement": agreement, "verifier": verifier_label(study), "source": source}
 
 
-def markdown(records: Mapping[str, Any]) -> str:
-    lines = ["## Which MMRB2 number predicts Best-of-N?\n"]
+def section_markdown(records: Mapping[str, Any]) -> str:
+    """The report section: what the axes are (with the verifier's measured agreement), then the tables."""
+    if "skipped" in records:
+        return f"## Which MMRB2 number predicts Best-of-N?\n\nSkipped: {records['skipped']}.\n"
+    return markdown(records, what_the_axes_are(records.get("verifier") or "?", records.get("verifier_agreement") or {}))
+
+
+def markdown(records: Mapping[str, Any], preamble: str = "") -> str:
+    source = f" (on {records['source']})" if records.get("source") else ""
+    lines = [f"## Which MMRB2 number predicts Best-of-N?{source}\n", preamble]
     flags = records.get("shared_grader") or []
     if flags:
         lines.append("**Shares the verifier's grader** (its Best-of-N gain is inflated by sharing the verifier's "
@@ -381,12 +398,6 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def what_the_axes_are(verifier: str, agreement: Mapping[str, Mapping[str, Any]]) -> str:
     """One paragraph saying what x and y measure in this study, with the verifier's measured agreement."""
     if not agreement:
@@ -406,9 +417,15 @@ def what_the_axes_are(verifier: str, agreement: Mapping[str, Mapping[str, Any]])
 FIGURE_TITLE = "Does MMRB2 accuracy predict Best-of-N gains?"
 
 
+def verifier_label(study: Mapping[str, Any]) -> str:
+    """The study's verifier as config.yaml names it ("?" when it does not)."""
+    spec = study.get("verifier") if isinstance(study.get("verifier"), Mapping) else {}
+    return str(spec.get("label") or spec.get("name") or "?")
+
+
 def figure_title(study: Mapping[str, Any]) -> str:
     """The figure's title and a subtitle saying, in one sentence, what the axes are in this study."""
-    verifier = (study.get("verifier") or {}).get("label") or (study.get("verifier") or {}).get("name") or "?"
+    verifier = verifier_label(study)
     if (study.get("suite") or {}).get("name") == "synthetic" and study.get("preference"):
         line = (f"Synthetic world: x = accuracy against simulated annotators' labels (judged from the latent truth), "
                 f"y = score of the picks by the automatic verifier '{verifier}'; not numbers about real models.")

@@ -62,6 +62,10 @@ def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
         out["curves"] = bon_curves_figure(b.curves, folder.figure_file("curves"))
     if b.power:
         out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
+    if b.tradeoff and b.tradeoff.get("records"):
+        from analysis.tradeoff import tradeoff_figure
+
+        out["tradeoff"] = [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]
     return out
 
 
@@ -270,6 +274,25 @@ def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
     return out
 
 
+def _predictors(b: ReportBundle, out: RunFolder) -> str:
+    """Which MMRB2 number predicts Best-of-N, the verifier's agreement and judges sharing its grader."""
+    from analysis.predictors import section_markdown
+
+    return section_markdown(b.predictors) if b.predictors else ""
+
+
+def _tradeoff(b: ReportBundle, out: RunFolder) -> str:
+    """Calls per prompt against Best-of-N score for every way of running each judge (``bon tradeoff``)."""
+    if not b.tradeoff or not b.tradeoff.get("records"):
+        return ""
+    from analysis.tradeoff import tradeoff_markdown
+
+    figure = b.figures.get("tradeoff", [out.figure_file("tradeoff")])[0]
+    return (tradeoff_markdown(b.tradeoff["records"], b.max_loss, Path(figure).relative_to(out.root).as_posix())
+            + "\nLoss = full protocol's Best-of-N score minus the setting's, on the same prompts (95% paired bootstrap "
+            "interval); *gating* is the reverse-flip analysis's verdict on the gate for this judge.\n")
+
+
 def _files(b: ReportBundle, out: RunFolder) -> str:
     names = [getattr(out, name).name for name in b.tables()] + [out.report_json.name]
     return (f"## Files\n\nFull report with figures, per-judge intervals, the reranker leaderboard and sample prompts: "
@@ -278,7 +301,8 @@ def _files(b: ReportBundle, out: RunFolder) -> str:
 
 
 SECTIONS: list[Callable[[ReportBundle, RunFolder], str]] = [
-    _header, _what_was_run, _how_to_read, _figure, _correlations, _per_task, _interpretation, _files]
+    _header, _what_was_run, _how_to_read, _figure, _correlations, _per_task, _predictors, _tradeoff, _interpretation,
+    _files]
 
 
 # --- markdown helpers ---------------------------------------------------------------------------

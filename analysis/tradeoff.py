@@ -298,11 +298,12 @@ def load_tradeoff(run_dir: Path) -> dict[str, Any] | None:
         raise BonError(f"{path}: unreadable ({exc})") from None
 
 
-def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | None = None) -> str:
+def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | None = None,
+                      figure: str = FIGURE.as_posix()) -> str:
     """A report section: the table, the cheapest setting per judge within ``max_loss``, and which gates
     the reverse-flip analysis calls unsafe (a judge whose confident answers the reverse order overturns)."""
     lines = ["## Cost against quality", "",
-             f"![trade-off]({FIGURE.as_posix()})", "",
+             f"![trade-off]({figure})", "",
              "| judge | setting | calls/prompt | calls cut | Best-of-N | recovery | loss vs full [95% CI] | gating |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for r in records:
@@ -331,9 +332,11 @@ def leaderboard_rows(run_dir: Path, max_loss: float, bound: str = "upper") -> li
     """For the reranker leaderboard: per judge, its full-protocol cost and the cheapest setting within
     ``max_loss`` (calls and money per prompt), from the run's ``tradeoff.json`` ([] if never computed)."""
     payload = load_tradeoff(run_dir)
-    if not payload:
-        return []
-    records = payload.get("records") or []
+    return cheapest_rows((payload or {}).get("records") or [], max_loss, bound)
+
+
+def cheapest_rows(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper") -> list[dict[str, Any]]:
+    """:func:`cheapest_within` beside each judge's full-protocol cost: one row per judge."""
     full = {r["judge"]: r for r in records if r["setting"] == REFERENCE}
     rows = []
     for judge, best in cheapest_within(records, max_loss, bound).items():

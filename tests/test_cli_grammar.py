@@ -185,11 +185,14 @@ def test_picks_files_name_the_aggregate_and_never_overwrite(study, tmp_path):
     assert {copeland, borda} <= set(run.picks_files())
 
 
-@pytest.mark.xfail(reason="the leaderboard reads RunFolder.picks_files() once the analysis side (h3) uses it", strict=False)
 def test_leaderboard_finds_select_picks(study, capsys):
     assert main(["select", "--run", str(study), "--judge", "scene-full", "--strategy", "round-robin"]) == 0
     capsys.readouterr()
     assert main(["leaderboard", "--run", str(study), "--task", "t2i", "--generator", "strong", "--strategy", "round-robin"]) == 0
+    shown = capsys.readouterr().out
+    assert "(round-robin)" in shown and "scene-full" in shown
+    assert main(["leaderboard", "--run", str(study), "--task", "t2i", "--generator", "strong"]) == 0  # the study's own
+    assert "(round-robin)" not in capsys.readouterr().out
 
 
 def test_judge_options_and_labels_reach_select_and_curve(study, tmp_path):

@@ -285,6 +285,63 @@ def test_report_carries_the_predictor_table_and_flags_the_twin(demo_run):
     assert "Which MMRB2 number predicts Best-of-N?" in (demo_run / "report.md").read_text()
 
 
+def _section(report_md: str, title: str) -> str:
+    return next(part for part in report_md.split("\n## ") if part.startswith(title))
+
+
+def test_bon_report_rebuilds_the_same_predictor_section(demo_run, tmp_path):
+    """The predictor table is part of the report bundle: `bon report` on the folder renders the very same
+    section and report.json key as the study did (no hook patches the study's report afterwards)."""
+    again = tmp_path / "again"
+    assert main(["report", "--run", str(demo_run), "--seed", "1", "--no-power", "--out", str(again)]) == 0
+    title = "Which MMRB2 number predicts Best-of-N?"
+    ours, theirs = (demo_run / "report.md").read_text(), (again / "report.md").read_text()
+    assert "verifier agrees with annotators" in _section(theirs, title)
+    assert _section(ours, title) == _section(theirs, title)
+    predictors = json.loads((again / "report.json").read_text())["predictors"]
+    assert predictors["correlations"] and predictors == json.loads((demo_run / "report.json").read_text())["predictors"]
+    assert "Which MMRB2 number predicts Best-of-N?" in (again / "report.html").read_text()
+
+
+def test_bon_report_predictors_from_real_mmrb2_files(demo_run, tmp_path, capsys):
+    """`bon report --bench-dir DIR --predictions JUDGE=FILE`: the predictor table on the real MMRB2 pairs, the
+    same-model flag from their model_name, each judge's accuracy as its judgment file says."""
+    import os
+    from pathlib import Path
+
+    from bon import mmrb2
+
+    root = os.environ.get("BON_MMRB2_DIR")
+    if not root or not Path(root).is_dir():
+        pytest.skip("BON_MMRB2_DIR not set")
+    pairs = mmrb2.load_pairs(mmrb2.find_task_file(Path(root), "t2i"))
+    judges = sorted({json.loads(line)["judge"] for line in (demo_run / "picks.jsonl").read_text().splitlines()})[:4]
+    argv = ["report", "--run", str(demo_run), "--seed", "1", "--no-power", "--bootstrap", "200", "--bench-dir", root]
+    right = {}
+    for k, judge in enumerate(judges):  # judge k is right on the first (k + 1) / 5 of the pairs, in both orders
+        cut = len(pairs) * (k + 1) // 5
+        answers = {p.id: (p.chosen if i < cut else mmrb2.FLIP[p.chosen]) for i, p in enumerate(pairs)}
+        file = tmp_path / f"{k}.json"
+        file.write_text(json.dumps({pid: {"forward": [{"judgement": a}], "reverse": [{"judgement": mmrb2.FLIP[a]}]}
+                                    for pid, a in answers.items()}))
+        right[judge] = 100.0 * cut / len(pairs)
+        argv += ["--predictions", f"{judge}={file}"]
+    assert main([*argv, "--out", str(tmp_path / "bench")]) == 0
+    rec = json.loads((tmp_path / "bench" / "report.json").read_text())["predictors"]
+    assert root in rec["source"] and {r["task"] for r in rec["judges"]} == {"t2i"}
+    same = sum(p.model_a == p.model_b for p in pairs)
+    for row in rec["judges"]:
+        assert row["overall"] == pytest.approx(right[row["judge"]]) and row["same_model_pairs"] == same
+        assert row["position_consistency"] == 100.0 and row["tie_missing"] == 0.0
+    assert {r["task"] for r in rec["correlations"]} == {"t2i"} and all(r["n_judges"] == 4 for r in rec["correlations"])
+    assert "Which MMRB2 number predicts Best-of-N? (on the MMRB2 pairs in" in (tmp_path / "bench" / "report.md").read_text()
+    capsys.readouterr()
+    for bad in (["report", "--run", str(demo_run), "--predictions", f"{judges[0]}={tmp_path / '0.json'}"],
+                [*argv[:-2], "--predictions", f"nobody={tmp_path / '0.json'}"]):
+        assert main(bad) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 def test_worker_processes_change_no_number(demo_run, tmp_path, monkeypatch):
     """The judges run in forked workers by default; one process gives the very same study."""
     monkeypatch.setenv("BON_WORKERS", "1")

@@ -49,6 +49,27 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
     assert all(r["calls_per_prompt"] <= r["full_calls_per_prompt"] and r["loss_hi"] <= 0.02 for r in rows)
 
 
+def test_report_and_leaderboard_carry_the_tradeoff(demo_run, tmp_path):
+    """tradeoff.json in the run folder reaches the report bundle: a report.md section with the table and
+    the figure, report.html, report.json, and the leaderboard's cheapest setting per judge."""
+    assert main(["tradeoff", "--run", str(demo_run), "--judge", "scene-full", "--bootstrap", "200"]) == 0
+    report, board = tmp_path / "report", tmp_path / "board.json"
+    assert main(["report", "--run", str(demo_run), "--seed", "3", "--no-power", "--max-loss", "0.02", "--out", str(report)]) == 0
+    text = (report / "report.md").read_text()
+    section = next(part for part in text.split("\n## ") if part.startswith("Cost against quality"))
+    assert "![trade-off](figures/tradeoff.png)" in section and "| scene-full | knockout gated 0.2 |" in section
+    assert "within 0.02" in section and (report / "figures" / "tradeoff.png").stat().st_size > 10_000
+    html = (report / "report.html").read_text()
+    assert 'id="tradeoff"' in html and "knockout gated 0.2" in html and "Cheapest way to run each judge" in html
+    expected = leaderboard_rows(demo_run, 0.02)
+    assert expected and [r["judge"] for r in expected] == ["scene-full"]
+    payload = json.loads((report / "report.json").read_text())["tradeoff"]
+    assert payload["cheapest_within"] == {"max_loss": 0.02, "judges": expected}
+    assert main(["leaderboard", "--run", str(demo_run), "--task", "t2i", "--generator", "strong", "--max-loss", "0.02",
+                 "--json", str(board)]) == 0
+    assert json.loads(board.read_text())["cheapest_within"]["judges"] == expected
+
+
 def test_cheapest_within_prefers_fewer_calls_inside_the_loss():
     records = [
         {"judge": "j", "setting": "knockout", "calls_per_prompt": 14, "loss": 0.0},

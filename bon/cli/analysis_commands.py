@@ -11,12 +11,11 @@ from typing import Optional
 
 import click
 
-from bon.cli import _fmt, app, out
+from bon.cli import _fmt, app, check_output_file, json_option, out, run_option
 from bon.errors import BonError
 
-RUN = click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A finished study folder.")
-JSON = click.option("--json", "json_out", type=click.Path(path_type=Path), default=None,
-                    help="Also write the numbers as strict JSON to this file.")
+RUN = run_option("A finished study folder.")
+JSON = json_option("the numbers (strict JSON)")
 
 
 def _write_json(path: Optional[Path], data) -> None:
@@ -29,40 +28,56 @@ def _write_json(path: Optional[Path], data) -> None:
             raise BonError(f"{path}: cannot write ({exc.strerror})") from None
 
 
-def _output_folder(run_dir: Path, out_dir: Optional[Path], accuracies: str):
-    """The report's folder: the run's own for its own accuracies, ``report-<name>`` beside it otherwise."""
+def _output_folder(run_dir: Path, out_dir: Optional[Path], accuracies: str, own: bool = True):
+    """The report's folder: the run's own for its own accuracies and preference set, ``report-<name>`` beside
+    it otherwise (``own`` is False when the predictor table comes from other judgment files)."""
     from bon.runfolder import RunFolder
 
     run = RunFolder(run_dir, existing=True)
-    if accuracies == "run":
+    if accuracies == "run" and own:
         return RunFolder(out_dir or run_dir)
-    target = out_dir or run.alternative(Path(accuracies).stem)
+    target = out_dir or run.alternative(Path(accuracies).stem if accuracies != "run" else "benchmark")
     if target.resolve() == run.root.resolve():
         raise BonError(f"--out {target}: an analysis with other accuracies must not replace the study's own report")
     return RunFolder(target)
 
 
+MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.01, show_default=True, metavar="LOSS",
+                        help="Best-of-N loss (score units) within which the cheapest trade-off setting per judge is named "
+                             "(when the run holds tradeoff.json of `bon tradeoff`).")
+
+
 @app.command()
 @RUN
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Output folder (default: the run folder; RUN/report-<accuracies> for other accuracies).")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=1000, show_default=True, help="Bootstrap replicates.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--accuracies", default="run", show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=100), default=1000, show_default=True, metavar="B", help="Bootstrap replicates.")
+@click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the bootstrap resampling.")
+@click.option("--accuracies", default="run", show_default=True, metavar="SOURCE",
               help="Judge axis: run (the study's preference set), published (the MMRB2 paper's table) or a CSV/JSON file.")
+@click.option("--bench-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="A real MMRB2 folder: the predictor table uses its pairs (same-model flag from model_name) and --predictions.")
+@click.option("--predictions", multiple=True, metavar="JUDGE=FILE",
+              help="A judge's `bon mmrb2 judge`-style judgment file for --bench-dir, as JUDGE=FILE (task found from its "
+                   "pair ids) or JUDGE=TASK=FILE; JUDGE is a judge label of the run. Repeatable.")
 @click.option("--power/--no-power", default=True, show_default=True, help="Include the study-size simulation.")
+@MAX_LOSS
 @JSON
-def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, power: bool,
-           json_out: Optional[Path]) -> None:
+def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+           predictions: tuple[str, ...], power: bool, max_loss: float, json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
     from analysis.bundle import compute
     from analysis.report import write_report
 
-    bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power)
+    check_output_file(json_out)
+    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
+    bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
+                     predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
+                     max_loss=max_loss)
     problem = bundle.degenerate()
     if problem:
         raise BonError(f"{run_dir}: {problem}; nothing written")
-    folder = _output_folder(run_dir, out_dir, accuracies)
+    folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
     try:
         written = write_report(bundle, folder)
     except OSError as exc:
@@ -75,10 +90,36 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     _write_json(json_out, bundle.payload())
 
 
+def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tuple[str, ...]):
+    """The predictor table's pairs from a real MMRB2 folder and judgment files, or None (the run's own)."""
+    if bench_dir is None and not predictions:
+        return None
+    if bench_dir is None or not predictions:
+        raise BonError("--bench-dir and --predictions go together: the MMRB2 folder and each judge's judgment files")
+    from analysis.bon_metrics import load_picks
+    from analysis.predictors import benchmark_task_pairs
+    from bon.mmrb2 import assign_predictions
+
+    judges = {p.get("judge") for p in load_picks(run_dir)}
+    files: dict[str, dict[str, Path]] = {}
+    for item in predictions:
+        judge = max((j for j in judges if item.startswith(f"{j}=")), key=len, default=None)  # labels may hold "="
+        if judge is None:
+            raise BonError(f"--predictions {item}: expected JUDGE=FILE or JUDGE=TASK=FILE with a judge of {run_dir} "
+                           f"({', '.join(sorted(judges))})")
+        rest = item[len(judge) + 1:]
+        for task, path in assign_predictions(bench_dir, [rest]):
+            if task.name in files.get(judge, {}):
+                raise BonError(f"--predictions {item}: a second file for {judge} on task {task.name}")
+            files.setdefault(judge, {})[task.name] = path
+    return benchmark_task_pairs(bench_dir, files)
+
+
 @app.command()
-@click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True, required=True,
-              help="A finished study folder; give exactly two (A, then B).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Output folder (default: inside B).")
+@click.option("--run", "runs", type=click.Path(path_type=Path, file_okay=False), multiple=True, required=True,
+              metavar="DIR", help="A finished study folder; give exactly two (A, then B).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Output folder (default: inside B).")
 def compare(runs: tuple[Path, ...], out_dir: Optional[Path]) -> None:
     """Two studies side by side: Best-of-N and accuracy differences, correlations of both."""
     from analysis.html_report import compare_runs
@@ -90,16 +131,17 @@ def compare(runs: tuple[Path, ...], out_dir: Optional[Path]) -> None:
 
 @app.command()
 @RUN
-@click.option("--width", type=float, default=0.5, show_default=True, help="Wanted width of the 95% interval of r.")
-@click.option("--task", default=None, help="Only this task.")
-@click.option("--generator", default=None, help="Only this generator.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--width", type=float, default=0.5, show_default=True, metavar="W", help="Wanted width of the 95% interval of r.")
+@click.option("--task", metavar="TASK", default=None, help="Only this task.")
+@click.option("--generator", default=None, metavar="LABEL", help="Only this generator.")
+@click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the bootstrap resampling.")
 @JSON
 def power(run_dir: Path, width: float, task: Optional[str], generator: Optional[str], seed: int,
           json_out: Optional[Path]) -> None:
     """How many prompts and judges a study needs for a correlation interval of a given width."""
     from analysis.power import format_power, power_analysis
 
+    check_output_file(json_out)
     result = power_analysis(run_dir, width=width, task=task, generator=generator, seed=seed)
     out.print(format_power(result), highlight=False)
     _write_json(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings")})
@@ -107,28 +149,37 @@ def power(run_dir: Path, width: float, task: Optional[str], generator: Optional[
 
 @app.command()
 @RUN
-@click.option("--task", required=True, help="t2i, edit, interleaved or reasoning.")
-@click.option("--generator", required=True, help="A generator label of the study.")
-@click.option("--strategy", default=None, help="Only picks of this strategy.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--task", metavar="TASK", required=True, help="t2i, edit, interleaved or reasoning.")
+@click.option("--generator", required=True, metavar="LABEL", help="A generator label of the study.")
+@click.option("--strategy", default=None, metavar="LABEL",
+              help="Only picks of this strategy label (the study's, or one `bon select` wrote, e.g. round-robin-borda).")
+@click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the bootstrap resampling.")
+@MAX_LOSS
 @JSON
-def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str], seed: int,
+def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str], seed: int, max_loss: float,
                 json_out: Optional[Path]) -> None:
-    """Which reranker to use: judges by Best-of-N gain, paired bootstrap against the best, gain per call and dollar."""
-    from analysis.leaderboard import format_leaderboard, run_leaderboard
+    """Which reranker to use: judges by Best-of-N gain, paired bootstrap against the best, gain per call and dollar;
+    with `bon tradeoff` data, the cheapest way to run each judge within a Best-of-N loss."""
+    from analysis.leaderboard import format_cheapest, format_leaderboard, run_leaderboard
+    from analysis.tradeoff import leaderboard_rows
 
+    check_output_file(json_out)
     table = run_leaderboard(run_dir, task, generator, strategy=strategy, seed=seed)
+    cheapest = leaderboard_rows(run_dir, max_loss)
     out.print(format_leaderboard(table), highlight=False)
-    _write_json(json_out, {"task": task, "generator": generator, "strategy": strategy, "leaderboard": table})
+    if cheapest:
+        out.print(format_cheapest(cheapest, max_loss), highlight=False)
+    _write_json(json_out, {"task": task, "generator": generator, "strategy": strategy, "leaderboard": table,
+                           "cheapest_within": {"max_loss": max_loss, "judges": cheapest} if cheapest else None})
 
 
 @app.command()
-@click.option("--scores", "scores_csv", type=click.Path(path_type=Path), required=True,
+@click.option("--scores", "scores_csv", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
               help="CSV: task, generator, judge, bon_score[, random_score, oracle_score][, n_prompts, bon_sd]; "
                    "a run folder's results.csv works.")
-@click.option("--accuracies", default="published", show_default=True,
+@click.option("--accuracies", default="published", show_default=True, metavar="SOURCE",
               help="published (the MMRB2 paper's table) or a CSV with judge, task, accuracy (e.g. a run's accuracies.csv).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Output folder for figures/correlation.png|svg and correlations.csv (default: <scores stem>_figure/ beside the CSV).")
 def figure(scores_csv: Path, accuracies: str, out_dir: Optional[Path]) -> None:
     """The paper's correlation figure for your own Best-of-N scores."""

@@ -8,22 +8,24 @@ from typing import Any, Optional
 
 import click
 
-from bon.cli import _fmt, _parse_options, app, mmrb2_app, out
+from bon.cli import _fmt, _parse_options, app, check_output_file, json_option, mmrb2_app, out, plugin_options, run_option
 from bon.errors import BonError
 
 
 @app.command("tradeoff")
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), required=True, help="A finished study's run folder.")
-@click.option("--judge", "judge_specs", multiple=True, help="Judge SPEC or the study's judge label (repeatable; default: the study's judges).")
-@click.option("--judge-option", "options", multiple=True, metavar="KEY=VALUE", help="Option for every --judge (YAML value), repeatable.")
-@click.option("--gate", "gates", type=click.FloatRange(0.0, 1.0), multiple=True, help="Gates of the gated knockouts (repeatable; default 1.0, 0.6, 0.2).")
-@click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True,
+@run_option("A finished study's run folder.")
+@click.option("--judge", "judge_specs", multiple=True, metavar="SPEC",
+              help="Judge SPEC or the study's judge label (repeatable; default: the study's judges).")
+@plugin_options("judge", "Option for every --judge (YAML value), repeatable.")
+@click.option("--gate", "gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G", help="Gates of the gated knockouts (repeatable; default 1.0, 0.6, 0.2).")
+@click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G",
               help="Gates on the judge's own margin, for judges that keep one (repeatable; default 0.25, 0.1, 0.05, 0.02).")
-@click.option("--max-loss", type=float, default=None, help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, help="Bootstrap replicates of the paired loss interval.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Also write the records as strict JSON here.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for tradeoff.json and figures/ (default: the run folder).")
-def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], options: tuple[str, ...], gates: tuple[float, ...],
+@click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
+@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
+@json_option("the records (strict JSON)")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Folder for tradeoff.json and figures/ (default: the run folder).")
+def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
                      margin_gates: tuple[float, ...], max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts,
     seeded knockout, round-robin, round-robin with early stop. Stored judgments are reused."""
@@ -31,7 +33,8 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], options: tuple
     from bon.study import load_study
 
     study = load_study(run_dir)
-    extra = _parse_options(options)
+    check_output_file(json_out)
+    extra = _parse_options(judge_options)
     specs = list(judge_specs) or [j.label for j in study.cfg.judges]
     judges = [study.judge(spec, extra or None) for spec in specs]
     records = tradeoff(study, judges, default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES), bootstrap=bootstrap)
@@ -51,19 +54,23 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], options: tuple
 
 
 @mmrb2_app.command("flips")
-@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, help="Judgment file(s), as FILE or TASK=FILE (repeatable).")
-@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--bench-dir", type=click.Path(path_type=Path), default=None, help="Benchmark folder: finds each plain FILE's task by its pair ids.")
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None, help="A study's run folder: every judge's preference-set judgment files.")
-@click.option("--tolerance", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True,
+@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, metavar="FILE",
+              help="Judgment file(s), as FILE or TASK=FILE (repeatable).")
+@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path), metavar="FILE...")
+@click.option("--bench-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Benchmark folder: finds each plain FILE's task by its pair ids.")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="A study's run folder: every judge's preference-set judgment files.")
+@click.option("--tolerance", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True, metavar="RATE",
               help="Largest outcome-change rate (95% upper bound) at which a gate counts as safe.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write every number as strict JSON.")
+@json_option("every number (strict JSON)")
 def mmrb2_flips(predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], bench_dir: Optional[Path], run_dir: Optional[Path],
                 tolerance: float, json_out: Optional[Path]) -> None:
     """How often the reverse order disagreed with, and changed the outcome of, the forward verdict, by the
     forward verdict's confidence (1-6 score or P(A)-P(B) kept in the files' metadata): is gating safe?"""
     from bon.mmrb2.flips import flip_report
 
+    check_output_file(json_out)
     items = list(predictions) + list(more_predictions)
     if not items and run_dir is None:
         raise BonError("mmrb2 flips: no judgment file given (--predictions FILE ... or --run DIR)")
