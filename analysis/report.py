@@ -96,6 +96,9 @@ def _header(b: ReportBundle, out: RunFolder) -> str:
         lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
                      f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
                      f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges; details and caveats below.\n")
+    from analysis.predictors import figure_title
+
+    lines.append(f"**The axes:** {figure_title(b.study).partition(chr(10))[2]}\n")  # one sentence, as under the figure
     return "\n".join(line for line in lines if line)
 
 
