@@ -72,14 +72,7 @@ def _all_commands():
     return [(path, cmd) for path, cmd, _ in commands(app)]
 
 
-# commands whose owners move them to the grammar in parallel branches (issue 11.5); drop once merged
-AWAITING_GRAMMAR = {"bon mmrb2 judge"}
-
-
-@pytest.mark.parametrize("path, cmd", [
-    pytest.param(path, cmd, id=path, marks=[pytest.mark.xfail(reason="moved to the grammar on its own branch", strict=False)]
-                 if path in AWAITING_GRAMMAR else [])
-    for path, cmd in _all_commands()])
+@pytest.mark.parametrize("path, cmd", [pytest.param(path, cmd, id=path) for path, cmd in _all_commands()])
 def test_every_command_follows_the_grammar(path, cmd):
     """Options go to a named plugin kind (no bare --option); --run names a folder; --json names a file."""
     import click
