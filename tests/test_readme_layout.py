@@ -1,6 +1,6 @@
-"""The README's "Where things live" is the tree: every top-level folder and every module and subpackage
-of ``bon/`` is named there, and everything named there exists (issue 11: a newcomer's map must not lie).
-The plugin table beside it names interfaces that exist and registration files that exist."""
+"""The README is the tree and the commands: "Where things live" names every top-level folder and every
+module and subpackage of ``bon/`` and nothing that is gone, its plugin table names real interfaces and
+registration files, and every ``bon ...`` example in its bash blocks parses with the real commands."""
 
 import re
 import subprocess
@@ -89,3 +89,47 @@ def test_the_plugin_table_names_real_interfaces_and_registration_files():
         assert (ROOT / folder).is_dir(), (kind, folder)
         target = ROOT / registration.strip("`")
         assert target.exists() and "PLUGINS" in target.read_text(encoding="utf-8"), (kind, target)
+
+
+def _readme_invocations() -> list[list[str]]:
+    """Every ``bon ...`` command line in the README's bash blocks, as argv after ``bon`` (lines built
+    with ``$(...)`` are skipped: their arguments exist only in a shell)."""
+    import shlex
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
+        for line in block.splitlines():
+            line = line.split(" #", 1)[0]
+            for piece in line.split("&&"):
+                if "$(" in piece:
+                    continue
+                words = shlex.split(piece)
+                starts = [i for i, w in enumerate(words) if w == "bon" or w.endswith("/bon")]
+                if starts:
+                    found.append(words[starts[0] + 1:])
+    return found
+
+
+def test_readme_command_examples_parse_with_the_real_commands():
+    """Each example's command exists and click accepts its options (names, values, required ones)."""
+    import click
+
+    from bon.cli import app
+
+    examples = _readme_invocations()
+    assert len(examples) >= 6, examples
+    for argv in examples:
+        group: click.Command = app
+        words = list(argv)
+        parent = click.Context(app, info_name="bon")
+        while isinstance(group, click.Group):
+            assert words, argv
+            cmd = group.get_command(parent, words[0])
+            assert cmd is not None, f"README example `bon {' '.join(argv)}`: no command {words[0]!r}"
+            parent = click.Context(cmd, info_name=words[0], parent=parent)
+            group, words = cmd, words[1:]
+        try:
+            group.make_context(parent.info_name, words, parent=parent.parent)
+        except click.UsageError as exc:
+            pytest.fail(f"README example `bon {' '.join(argv)}`: {exc.format_message()}")
