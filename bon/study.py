@@ -397,20 +397,6 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
 
 def _predictor_section(run: RunFolder, cfg: StudyConfig, honesty: dict) -> None:
     """Which MMRB2 number predicts Best-of-N, the verifier's agreement with the annotators, and
-    judges sharing the verifier's grader, into report.md and report.json."""
-    from analysis.predictors import add_to_report, predictor_report, what_the_axes_are
-
-    try:
-        records = predictor_report(run.root, honesty.get("shared_grader"), seed=cfg.seed)
-    except BonError as exc:
-        note(f"[bold yellow]predictor table skipped[/]: {exc}")
-        return
-    records["verifier_agreement"] = honesty.get("verifier_agreement", {})
-    add_to_report(run.root, records, what_the_axes_are(cfg.verifier.label, records["verifier_agreement"]))
-
-
-def _predictor_section(run: RunFolder, cfg: StudyConfig, honesty: dict) -> None:
-    """Which MMRB2 number predicts Best-of-N, the verifier's agreement with the annotators, and
     judges sharing the verifier's grader, into report.md and report.json (issue 15)."""
     from analysis.predictors import add_to_report, predictor_report, what_the_axes_are
 
