@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
 
@@ -206,6 +206,27 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
     _exit_if_pending({"candidates": summary["pending"]})
 
 
+def _judge_on_a_study(labelled_in: str) -> Callable:
+    """The options ``select`` and ``curve`` share: a finished study, a judge with its label and options,
+    a strategy with its options."""
+    decorators = [
+        run_option("A finished study folder."),
+        click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study."),
+        click.option("--label", default=None, metavar="NAME", help=f"The judge's label in {labelled_in} (default: the spec)."),
+        plugin_options("judge"),
+        click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME",
+                     help="knockout, round-robin, pointwise..."),
+        plugin_options("strategy", "Strategy option, e.g. aggregate=borda (YAML value), repeatable."),
+    ]
+
+    def apply(command: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
 def _judge_label(spec: str, label: Optional[str], options: dict[str, Any]) -> str:
     """Picks and curves are filed under the judge's label: ``--label``, else the spec plus any options."""
     if label:
@@ -244,12 +265,7 @@ def _open_store(study, command: str):
 
 
 @app.command()
-@run_option("A finished study folder.")
-@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study.")
-@click.option("--label", default=None, metavar="NAME", help="The judge's label in picks and tables (default: the spec).")
-@plugin_options("judge")
-@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME", help="knockout, round-robin, pointwise...")
-@plugin_options("strategy", "Strategy option, e.g. aggregate=borda (YAML value), repeatable.")
+@_judge_on_a_study("picks and tables")
 @click.option("--n", "n", type=int, default=None, metavar="N", help="Use only the first n candidates of each prompt (2 ≤ n ≤ N).")
 @json_option("calls, results and picks")
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
@@ -289,12 +305,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
 
 
 @app.command()
-@run_option("A finished study folder.")
-@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study.")
-@click.option("--label", default=None, metavar="NAME", help="The judge's label in the curve file (default: the spec).")
-@plugin_options("judge")
-@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME", help="knockout, round-robin, pointwise...")
-@plugin_options("strategy")
+@_judge_on_a_study("the curve file")
 @click.option("--subsets", type=click.IntRange(min=1), default=20, metavar="K", show_default=True, help="Random n-subsets per prompt.")
 @json_option("the curve")
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
