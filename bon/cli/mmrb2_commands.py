@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import click
 
@@ -51,7 +51,7 @@ def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path
     if json_out:
         from bon.runfolder import write_json
 
-        write_json(json_out, {"tasks": {n: _null_missing(result[n]) for n in names}, "overall": _null_missing(result["overall"])})
+        write_json(json_out, {"tasks": {n: result[n] for n in names}, "overall": result["overall"]})  # NaN -> null
 
 
 def _check_coverage(by_task: Mapping[Task, Path], wanted: Task | None, every_task: bool) -> None:
@@ -69,11 +69,6 @@ def _check_coverage(by_task: Mapping[Task, Path], wanted: Task | None, every_tas
 
 def _percent(value: float | None) -> str:
     return "     -" if value is None or math.isnan(value) else f"{value:6.2f}%"
-
-
-def _null_missing(numbers: Mapping[str, Any]) -> dict[str, Any]:
-    """Strict JSON: an accuracy over nothing is ``null``, never NaN."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in numbers.items()}
 
 
 @mmrb2_app.command("judge")

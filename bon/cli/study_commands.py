@@ -23,22 +23,7 @@ def _write_numbers(json_out: Optional[Path], record: dict[str, Any]) -> None:
     if json_out is not None:
         from bon.runfolder import write_json
 
-        write_json(json_out, json_safe(record))
-
-
-def json_safe(value: Any) -> Any:
-    """NaN and infinities (pandas' missing numbers) become null; numpy scalars become Python numbers."""
-    import math
-
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+        write_json(json_out, record)
 
 
 @app.command()
@@ -329,7 +314,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
                   f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}")
     strategy_name = strategy_label(strategy)
-    record = json_safe({"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows})
+    record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
     _write_numbers(json_out, record)
 
