@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 from PIL import Image
 
@@ -138,22 +138,31 @@ class Content:
         return out
 
     @classmethod
-    def from_json(cls, raw: Any, base: Path, where: str = "content") -> "Content":
-        """Parse ``[[kind, value], ...]``; image paths are resolved against ``base`` and must stay inside it."""
-        if not isinstance(raw, list):
-            raise BonError(f"{where}: content must be a list of [kind, value] items")
-        items: list[Item] = []
-        for i, entry in enumerate(raw):
-            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], str)):
-                raise BonError(f"{where}[{i}]: expected [kind, value], got {entry!r:.80}")
-            kind, value = entry
-            if kind == "text":
-                items.append(TextItem(value))
-            elif kind == "image":
-                items.append(ImageItem(path=safe_join(base, value, where=f"{where}[{i}]")))
-            else:
-                raise BonError(f"{where}[{i}]: unknown content kind {kind!r} (expected 'text' or 'image')")
-        return cls(items)
+    def from_json(cls, raw: Any, base: Path, where: str = "content",
+                  image: Callable[[str, str], ImageItem] | None = None) -> "Content":
+        """Parse ``[[kind, value], ...]``; image paths are resolved against ``base`` and must stay inside it
+        (``image(value, where)`` builds image items another way, e.g. lazily)."""
+        def resolved(value: str, origin: str) -> ImageItem:
+            return ImageItem(path=safe_join(base, value, where=origin))
+
+        image = image or resolved
+        return cls([TextItem(value) if kind == "text" else image(value, f"{where}[{i}]")
+                    for i, (kind, value) in enumerate(content_entries(raw, where))])
+
+
+def content_entries(raw: Any, where: str) -> list[tuple[str, str]]:
+    """The ``[[kind, value], ...]`` shape, checked in one place for every reader (run folders, suites,
+    MMRB2 files): a list of text or image entries with string values."""
+    if not isinstance(raw, list):
+        raise BonError(f"{where}: content must be a list of [kind, value] items")
+    entries = []
+    for i, entry in enumerate(raw):
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], str)):
+            raise BonError(f"{where}[{i}]: expected [kind, value], got {entry!r:.80}")
+        if entry[0] not in ("text", "image"):
+            raise BonError(f"{where}[{i}]: unknown content kind {entry[0]!r} (expected 'text' or 'image')")
+        entries.append((entry[0], entry[1]))
+    return entries
 
 
 def save_png(image: Image.Image, path: Path) -> None:

@@ -91,20 +91,15 @@ def votes_for_x(forward: Sequence[Verdict], reverse: Sequence[Verdict]) -> tuple
     """Votes and summed 1-6 scores for x and y, reading the reverse order flipped."""
     vx = vy = 0
     sx = sy = 0.0
-    for v in forward:
-        s = v.score_for_a()
-        if s is None:
-            continue
-        vx += v.better == "A"
-        vy += v.better == "B"
-        sx, sy = sx + s, sy + 7 - s
-    for v in reverse:
-        s = v.score_for_a()
-        if s is None:
-            continue
-        vx += v.better == "B"
-        vy += v.better == "A"
-        sx, sy = sx + 7 - s, sy + s
+    for verdicts, x_side, y_side in ((forward, "A", "B"), (reverse, "B", "A")):
+        for v in verdicts:
+            s = v.score_for_a()
+            if s is None:
+                continue
+            vx += v.better == x_side
+            vy += v.better == y_side
+            x_score, y_score = (s, 7 - s) if x_side == "A" else (7 - s, s)
+            sx, sy = sx + x_score, sy + y_score
     return vx, vy, sx, sy
 
 

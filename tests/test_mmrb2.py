@@ -234,3 +234,15 @@ def test_official_sample_judgements_reproduce_readme_numbers() -> None:
     assert r["overall"]["accuracy"] == pytest.approx(53.425)
     for t in samples:
         assert (r[t]["total_pairs"], r[t]["missing_pairs"], r[t]["unknown_ids"]) == (1000, 0, 0)
+
+
+def test_judgment_files_follow_the_umask(tmp_path):
+    """Official judgment files go through the one atomic writer: readable by the group and others on a
+    shared cluster (mode from the umask), never a private 0600 temporary file renamed into place."""
+    old = os.umask(0o022)
+    try:
+        write_judgments(tmp_path / "j.json", {"p1": {"forward": [], "reverse": []}})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "j.json").stat().st_mode & 0o777 == 0o644
+    assert not [p for p in tmp_path.iterdir() if p.name != "j.json"]  # no temporary file left behind

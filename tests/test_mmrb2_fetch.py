@@ -161,4 +161,4 @@ def test_offline_fetch_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     assert main(["mmrb2", "fetch", "--out", str(tmp_path / "mm")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "rl-research/multimodal-rewardbench-2" in err and "--from PATH" in err
+    assert "\n" not in err and "rl-research/multimodal-rewardbench-2" in err and "--from DIR" in err

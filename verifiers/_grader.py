@@ -46,6 +46,9 @@ from bon.errors import BonError, first_line
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL.Image)
 Turn = list[Part]
 BACKENDS = ("transformers", "openai")
+MODES = ("generate", "logits")  # a graded verifier asks for text, or reads next-token probabilities
+GRADER_OPTIONS = ("revision", "dtype", "device", "device_map", "attn_implementation", "batch_size", "max_image_pixels",
+                  "chat_template_kwargs", "base_url", "api_key_env", "max_image_side", "preflight", "timeout", "backend")
 
 
 class GradingFailed(Exception):
@@ -97,6 +100,15 @@ def make_grader(spec: Any, who: str) -> Grader:
         return TransformersGrader(who=who, **spec)
     except TypeError as exc:
         raise BonError(f"{who}: bad {backend} grader options ({exc})") from None
+
+
+def check_grader_settings(who: str, mode: str, options: dict[str, Any]) -> None:
+    """A graded verifier's ``mode`` and the grader options it forwards, checked before any model loads."""
+    if mode not in MODES:
+        raise BonError(f"{who}: mode must be generate or logits, got {mode!r}")
+    unknown = sorted(set(options) - set(GRADER_OPTIONS))
+    if unknown:
+        raise BonError(f"{who}: unknown option(s) {', '.join(unknown)}")
 
 
 def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:

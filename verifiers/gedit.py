@@ -32,11 +32,9 @@ from typing import Any
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
-from verifiers._grader import DIGITS, GradingFailed, digit_expectation, grader_from, parse_scores, resize_to_area, snippet
+from verifiers._grader import (DIGITS, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
+                               parse_scores, resize_to_area, snippet)
 
-MODES = ("generate", "logits")
-GRADER_OPTIONS = ("revision", "dtype", "device", "device_map", "attn_implementation", "batch_size", "max_image_pixels",
-                  "chat_template_kwargs", "base_url", "api_key_env", "max_image_side", "preflight", "timeout", "backend")
 
 SC_GENERATE = (
     "You are checking an image edit. The first image is the original; the second is the result of editing it "
@@ -81,11 +79,7 @@ class GEditVerifier(Verifier):
                  mode: str = "generate", image_area: int | None = 512 * 512, max_new_tokens: int = 256,
                  **grader_options: Any) -> None:
         self.name = name or self.plugin
-        if mode not in MODES:
-            raise BonError(f"{self.name}: mode must be generate or logits, got {mode!r}")
-        unknown = sorted(set(grader_options) - set(GRADER_OPTIONS))
-        if unknown:
-            raise BonError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
+        check_grader_settings(self.name, mode, grader_options)
         self.grader = grader_from(model, grader, grader_options, self.name)
         self.mode = mode
         self.image_area = int(image_area) if image_area else None

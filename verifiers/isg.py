@@ -38,13 +38,10 @@ from typing import Any
 from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
-from verifiers._grader import (DIGITS, YES_NO, GradingFailed, digit_expectation, grader_from, parse_scores, parse_yes_no,
+from verifiers._grader import (DIGITS, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
                                snippet, yes_probability)
 
 LEVELS = ("structure", "block", "image", "parts", "holistic")
-MODES = ("generate", "logits")
-GRADER_OPTIONS = ("revision", "dtype", "device", "device_map", "attn_implementation", "batch_size", "max_image_pixels",
-                  "chat_template_kwargs", "base_url", "api_key_env", "max_image_side", "preflight", "timeout", "backend")
 TAG = re.compile(r"<(gen|query)_(text|img)(\d+)>")
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                 "a single": 1, "an": 1, "a": 1}
@@ -73,15 +70,11 @@ class IsgVerifier(Verifier):
                  mode: str = "generate", levels: Any = LEVELS, merge_text: bool = True, max_questions: int | None = 20,
                  max_new_tokens: int = 128, **grader_options: Any) -> None:
         self.name = name or self.plugin
-        if mode not in MODES:
-            raise BonError(f"{self.name}: mode must be generate or logits, got {mode!r}")
+        check_grader_settings(self.name, mode, grader_options)
         levels = [levels] if isinstance(levels, str) else list(levels)
         bad = [lv for lv in levels if lv not in LEVELS]
         if bad or not levels:
             raise BonError(f"{self.name}: levels must be some of {', '.join(LEVELS)}, got {levels}")
-        unknown = sorted(set(grader_options) - set(GRADER_OPTIONS))
-        if unknown:
-            raise BonError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
         self.mode = mode
         self.levels = levels
         self.merge_text = bool(merge_text)

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import click
 
-from bon.cli import _parse_options, mmrb2_app, out
+from bon.cli import check_output_file, json_option, mmrb2_app, out, parse_options, plugin_options
 from bon.errors import BonError
 from bon.tasks import SPELLINGS, TASKS, Task, parse_task
 
+BENCH_DIR = click.Path(path_type=Path, file_okay=False)
+PREDICTIONS = click.Path(path_type=Path, dir_okay=False)
 PREDICTIONS_HELP = "Judgment file(s), as FILE (its task found from its pair ids) or TASK=FILE; repeat the option or list them."
 
 
 @mmrb2_app.command("accuracy")
-@click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Folder with t2i.json ... (or *_response_only.json).")
-@click.option("--task", default=None, help=f"{SPELLINGS}, or all: the task(s) the files must cover (default: whichever their ids belong to).")
-@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, help=PREDICTIONS_HELP)
-@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Also write the numbers as JSON (missing numbers are null).")
+@click.option("--bench-dir", type=BENCH_DIR, required=True, metavar="DIR", help="Folder with t2i.json ... (or *_response_only.json).")
+@click.option("--task", default=None, metavar="TASK", help=f"{SPELLINGS}, or all: the task(s) the files must cover (default: whichever their ids belong to).")
+@click.option("--predictions", type=PREDICTIONS, multiple=True, metavar="FILE", help=PREDICTIONS_HELP)
+@click.argument("more_predictions", nargs=-1, type=PREDICTIONS, metavar="FILE...")
+@json_option("the numbers (missing numbers are null)")
 def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path, ...], more_predictions: tuple[Path, ...],
                    json_out: Optional[Path]) -> None:
     """Score official-format judgment files with the official scorer's semantics, one file per task, in any order."""
@@ -30,6 +32,7 @@ def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path
     items = list(predictions) + list(more_predictions)
     if not items:
         raise BonError("mmrb2 accuracy: no judgment file given (--predictions FILE ...)")
+    check_output_file(json_out)
     by_task = mmrb2.one_file_per_task(mmrb2.assign_predictions(bench_dir, items))
     _check_coverage(by_task, wanted, task == "all")
     result = mmrb2.evaluate(bench_dir, {t.scorer: path for t, path in by_task.items()})
@@ -48,7 +51,7 @@ def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path
     if json_out:
         from bon.runfolder import write_json
 
-        write_json(json_out, {"tasks": {n: _null_missing(result[n]) for n in names}, "overall": _null_missing(result["overall"])})
+        write_json(json_out, {"tasks": {n: result[n] for n in names}, "overall": result["overall"]})  # NaN -> null
 
 
 def _check_coverage(by_task: Mapping[Task, Path], wanted: Task | None, every_task: bool) -> None:
@@ -68,25 +71,21 @@ def _percent(value: float | None) -> str:
     return "     -" if value is None or math.isnan(value) else f"{value:6.2f}%"
 
 
-def _null_missing(numbers: Mapping[str, Any]) -> dict[str, Any]:
-    """Strict JSON: an accuracy over nothing is ``null``, never NaN."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in numbers.items()}
-
-
 @mmrb2_app.command("judge")
-@click.option("--judge", "judge_spec", required=True, help="Registered judge, e.g. scene-full or transformers-vlm:MODEL.")
-@click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
-@click.option("--task", required=True, help=SPELLINGS + ".")
-@click.option("--out-file", "out_file", type=click.Path(path_type=Path), required=True, help="Official-format judgment file (resumed if present).")
-@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per direction.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first M pairs.")
-@click.option("--store", "store_path", type=click.Path(path_type=Path), default=None,
+@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="Registered judge, e.g. scene-full or transformers-vlm:MODEL.")
+@plugin_options("judge")
+@click.option("--bench-dir", type=BENCH_DIR, required=True, metavar="DIR", help="Benchmark folder in MMRB2 layout.")
+@click.option("--task", required=True, metavar="TASK", help=SPELLINGS + ".")
+@click.option("--out-file", "out_file", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
+              help="Official-format judgment file (resumed if present).")
+@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True, metavar="K", help="Samples per direction.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M", help="Judge only the first M pairs.")
+@click.option("--store", "store_path", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="Judgment store (default: judgments.sqlite beside --out-file).")
-@click.option("--judge-option", "options", multiple=True, metavar="KEY=VALUE", help="Judge option (YAML value), repeatable.")
-@click.option("--official-prompts", type=click.Path(path_type=Path), default=None,
+@click.option("--official-prompts", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="A local MMRB2 checkout: MLLM judges use its official rubric text instead of bon's own.")
-def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, samples: int, limit: Optional[int],
-                store_path: Optional[Path], options: tuple[str, ...], official_prompts: Optional[Path]) -> None:
+def mmrb2_judge(judge_spec: str, judge_options: tuple[str, ...], bench_dir: Path, task: str, out_file: Path, samples: int,
+                limit: Optional[int], store_path: Optional[Path], official_prompts: Optional[Path]) -> None:
     """Ask a judge every pair in both orders; write an official judgment file as it goes (resumable)."""
     from bon import mmrb2, registry
     from bon.referee import Referee
@@ -95,10 +94,11 @@ def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, sam
 
     task = parse_task(task)
     mmrb2.find_task_file(bench_dir, task)  # fail before loading any model
-    judge_options = _parse_options(options)
+    options = parse_options(judge_options, "--judge-option")
     if official_prompts is not None:
-        judge_options["official_prompts"] = str(official_prompts)
-    judge = registry.create("judge", judge_spec, **judge_options)
+        options["official_prompts"] = str(official_prompts)
+    check_output_file(out_file, "--out-file")
+    judge = registry.create("judge", judge_spec, **options)
     done = mmrb2.load_judgments(out_file) if out_file.exists() else {}
     store = JudgmentStore(store_path or out_file.parent / "judgments.sqlite")
     try:
@@ -114,9 +114,10 @@ def mmrb2_judge(judge_spec: str, bench_dir: Path, task: str, out_file: Path, sam
 
 
 @mmrb2_app.command("fetch")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder to write.")
-@click.option("--task", "tasks", multiple=True, help=f"Only these tasks ({SPELLINGS}; repeatable; default: all four).")
-@click.option("--from", "source", type=click.Path(path_type=Path), default=None,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, metavar="DIR",
+              help="Benchmark folder to write.")
+@click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"Only these tasks ({SPELLINGS}; repeatable; default: all four).")
+@click.option("--from", "source", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="A local copy of the hub dataset (save_to_disk folders or Parquet files) instead of the hub.")
 def mmrb2_fetch(out_dir: Path, tasks: tuple[str, ...], source: Optional[Path]) -> None:
     """The MMRB2 release from the Hugging Face hub (or a local copy of it) in the official folder layout."""
@@ -128,12 +129,13 @@ def mmrb2_fetch(out_dir: Path, tasks: tuple[str, ...], source: Optional[Path]) -
 
 
 @mmrb2_app.command("diagnose")
-@click.option("--bench-dir", type=click.Path(path_type=Path), required=True, help="Benchmark folder in MMRB2 layout.")
-@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, help=PREDICTIONS_HELP + " Several judges per task allowed.")
-@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--exclude-source", "exclude", multiple=True, help="Drop pairs of this prompt_source (repeatable).")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, help="Write every number as JSON.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for report.md and plots.")
+@click.option("--bench-dir", type=BENCH_DIR, required=True, metavar="DIR", help="Benchmark folder in MMRB2 layout.")
+@click.option("--predictions", type=PREDICTIONS, multiple=True, metavar="FILE", help=PREDICTIONS_HELP + " Several judges per task allowed.")
+@click.argument("more_predictions", nargs=-1, type=PREDICTIONS, metavar="FILE...")
+@click.option("--exclude-source", "exclude", multiple=True, metavar="SOURCE", help="Drop pairs of this prompt_source (repeatable).")
+@json_option("every number")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Folder for report.md and plots.")
 def mmrb2_diagnose(bench_dir: Path, predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], exclude: tuple[str, ...],
                    json_out: Optional[Path], out_dir: Optional[Path]) -> None:
     """Diagnostics: accuracy by source and category, same-model pairs, position and image bias,

@@ -10,7 +10,7 @@ from bon.cli import app, out
 
 
 @app.command()
-@click.option("--run", "shards", multiple=True, required=True, type=click.Path(path_type=Path), metavar="DIR",
+@click.option("--run", "shards", multiple=True, required=True, type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
               help="A shard's run folder (repeat for all K, any order).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, metavar="DIR",
               help="The merged run folder.")

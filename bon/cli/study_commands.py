@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
 
@@ -23,22 +23,7 @@ def _write_numbers(json_out: Optional[Path], record: dict[str, Any]) -> None:
     if json_out is not None:
         from bon.runfolder import write_json
 
-        write_json(json_out, json_safe(record))
-
-
-def json_safe(value: Any) -> Any:
-    """NaN and infinities (pandas' missing numbers) become null; numpy scalars become Python numbers."""
-    import math
-
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+        write_json(json_out, record)
 
 
 @app.command()
@@ -206,6 +191,27 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
     _exit_if_pending({"candidates": summary["pending"]})
 
 
+def _judge_on_a_study(labelled_in: str) -> Callable:
+    """The options ``select`` and ``curve`` share: a finished study, a judge with its label and options,
+    a strategy with its options."""
+    decorators = [
+        run_option("A finished study folder."),
+        click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study."),
+        click.option("--label", default=None, metavar="NAME", help=f"The judge's label in {labelled_in} (default: the spec)."),
+        plugin_options("judge"),
+        click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME",
+                     help="knockout, round-robin, pointwise..."),
+        plugin_options("strategy", "Strategy option, e.g. aggregate=borda (YAML value), repeatable."),
+    ]
+
+    def apply(command: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
 def _judge_label(spec: str, label: Optional[str], options: dict[str, Any]) -> str:
     """Picks and curves are filed under the judge's label: ``--label``, else the spec plus any options."""
     if label:
@@ -244,12 +250,7 @@ def _open_store(study, command: str):
 
 
 @app.command()
-@run_option("A finished study folder.")
-@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study.")
-@click.option("--label", default=None, metavar="NAME", help="The judge's label in picks and tables (default: the spec).")
-@plugin_options("judge")
-@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME", help="knockout, round-robin, pointwise...")
-@plugin_options("strategy", "Strategy option, e.g. aggregate=borda (YAML value), repeatable.")
+@_judge_on_a_study("picks and tables")
 @click.option("--n", "n", type=int, default=None, metavar="N", help="Use only the first n candidates of each prompt (2 ≤ n ≤ N).")
 @json_option("calls, results and picks")
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
@@ -289,12 +290,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
 
 
 @app.command()
-@run_option("A finished study folder.")
-@click.option("--judge", "judge_spec", required=True, metavar="SPEC", help="A registered judge spec, or a judge label of the study.")
-@click.option("--label", default=None, metavar="NAME", help="The judge's label in the curve file (default: the spec).")
-@plugin_options("judge")
-@click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME", help="knockout, round-robin, pointwise...")
-@plugin_options("strategy")
+@_judge_on_a_study("the curve file")
 @click.option("--subsets", type=click.IntRange(min=1), default=20, metavar="K", show_default=True, help="Random n-subsets per prompt.")
 @json_option("the curve")
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
@@ -318,7 +314,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
                   f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}")
     strategy_name = strategy_label(strategy)
-    record = json_safe({"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows})
+    record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
     _write_numbers(json_out, record)
 

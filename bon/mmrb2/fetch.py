@@ -28,7 +28,7 @@ PLACEHOLDER = re.compile(r"<image_\d+>")
 PNG_MODES = {"1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"}  # what PNG stores as is
 HOW_TO = (f"download the dataset {HUB_DATASET} (configs {', '.join(TASK_NAMES)}) on a machine with "
           "network access, run `bon mmrb2 fetch --out DIR` there and copy DIR here, or copy the dataset itself "
-          "(save_to_disk folders or Parquet files) and run `bon mmrb2 fetch --from PATH --out DIR`")
+          "(save_to_disk folders or Parquet files) and run `bon mmrb2 fetch --from DIR --out DIR`")
 
 
 def split_content(text: str | None, images: list[Any] | None, out: Path, folder: str, stem: str) -> list[list[str]]:

@@ -8,13 +8,13 @@ malformed record is a one-line error naming the file and the pair.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterable, Mapping
 
+from bon.content import content_entries
 from bon.errors import BonError
+from bon.io import atomic_write
 from bon.tasks import Task, parse_task
 
 # --- pairs ------------------------------------------------------------------------------------
@@ -122,17 +122,9 @@ def _response(rec: dict[str, Any], side: str, where: str) -> tuple[str, list[lis
 
 
 def _check_content(content: Any, where: str) -> None:
-    if not isinstance(content, list):
-        raise BonError(f"{where}: content must be a list of [kind, value] items")
-    for j, item in enumerate(content):
-        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], str)):
-            raise BonError(f"{where}[{j}]: expected [kind, value], got {item!r:.60}")
-        kind, value = item
-        if kind == "image":
-            if _unsafe_path(value):
-                raise BonError(f"{where}[{j}]: image path {value!r} is absolute or escapes the benchmark folder")
-        elif kind != "text":
-            raise BonError(f"{where}[{j}]: unknown content kind {kind!r} (expected 'text' or 'image')")
+    for j, (kind, value) in enumerate(content_entries(content, where)):
+        if kind == "image" and _unsafe_path(value):
+            raise BonError(f"{where}[{j}]: image path {value!r} is absolute or escapes the benchmark folder")
 
 
 def _unsafe_path(value: str) -> bool:
@@ -221,15 +213,4 @@ def read_json(path: Path) -> Any:
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, ensure_ascii=False, indent=1)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, json.dumps(obj, ensure_ascii=False, indent=1) + "\n")

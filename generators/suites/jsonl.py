@@ -62,7 +62,8 @@ def parse_line(rec: dict[str, Any], base: Path, default_task: str | None, where:
     if task is None:
         raise BonError(f"{where}: prompt lacks task (or give the suite option task:)")
     if "content" in rec:
-        content = _content(rec["content"], base, where)
+        content = Content.from_json(rec["content"], base, f"{where}: content",
+                                    image=lambda rel, origin: _image(rel, base, origin))
         meta = dict(rec.get("metadata") or {})
     else:
         text = next((rec[k] for k in PLAIN_TEXT if k in rec), None)
@@ -79,23 +80,6 @@ def parse_line(rec: dict[str, Any], base: Path, default_task: str | None, where:
         return Prompt(str(rec["id"]), str(task), content, meta)
     except BonError as exc:
         raise BonError(f"{where}: {exc}") from None
-
-
-def _content(raw: Any, base: Path, where: str) -> Content:
-    if not isinstance(raw, list):
-        raise BonError(f"{where}: content must be a list of [kind, value] items")
-    items: list[Any] = []
-    for k, entry in enumerate(raw):
-        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], str)):
-            raise BonError(f"{where}: content[{k}]: expected [kind, value]")
-        kind, value = entry
-        if kind == "text":
-            items.append(TextItem(value))
-        elif kind == "image":
-            items.append(_image(value, base, f"{where} content[{k}]"))
-        else:
-            raise BonError(f"{where}: content[{k}]: unknown kind {kind!r}")
-    return Content(items)
 
 
 def _image(rel: str, base: Path, origin: str) -> ImageItem:
