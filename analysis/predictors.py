@@ -283,14 +283,6 @@ def flag_records(flags: Mapping[str, str], judges: Sequence[Mapping[str, Any]], 
 # --- everything, and the report hook --------------------------------------------------------------
 
 
-def predictor_report(run_dir: Path, flags: Mapping[str, str] | None = None, bootstrap: int = 1000, seed: int = 0,
-                     level: float = 0.95) -> dict[str, Any]:
-    """Every record of this module for a finished run folder (plain lists of dicts)."""
-    prompts = load_prompt_level(Path(run_dir))
-    return records_for(run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"]))), prompts, flags, bootstrap,
-                       seed, level)
-
-
 def records_for(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, flags: Mapping[str, str] | None = None,
                 bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """Every record of this module for given preference pairs and Best-of-N picks."""
@@ -382,20 +374,6 @@ def _num(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, Mapping):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return _num(v)
-    return v
 
 
 def what_the_axes_are(verifier: str, agreement: Mapping[str, Mapping[str, Any]]) -> str:
