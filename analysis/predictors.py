@@ -43,7 +43,7 @@ import pandas as pd
 
 from bon import mmrb2
 from bon.tasks import TASKS, bon_task, scorer_task
-from analysis.bon_metrics import (iter_settings, load_prompt_level, multinomial_weights, setting_matrix, task_order,
+from analysis.bon_metrics import (iter_settings, multinomial_weights, setting_matrix, task_order,
                                   weighted_means)
 from analysis.statistics import bc_interval, pearson, spearman
 from bon.content import slug
