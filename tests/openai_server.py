@@ -1,5 +1,6 @@
 """A tiny OpenAI-compatible chat server on 127.0.0.1 for tests: records every request body, can fail
-the first ``fail`` requests with a status (a 503 outage that recovers), and answers deterministically."""
+the first ``fail`` requests with a status (a 503 outage that recovers, optionally asking the client to
+retry after ``retry_after_ms``), and answers deterministically."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def boxed_length(body: dict[str, Any]) -> str:
 
 
 class OpenAIServer:
-    def __init__(self, fail: int = 0, status: int = 503, reply: Callable[[dict], str] = boxed_length) -> None:
+    def __init__(self, fail: int = 0, status: int = 503, reply: Callable[[dict], str] = boxed_length,
+                 message: str = "Service Unavailable", retry_after_ms: int | None = None) -> None:
         self.fail, self.status, self.reply = fail, status, reply
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -28,11 +30,11 @@ class OpenAIServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, payload: dict) -> None:
+            def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
+                    self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -46,7 +48,8 @@ class OpenAIServer:
                     failing = server.fail > 0
                     server.fail -= failing
                 if failing:
-                    return self._send(server.status, {"error": {"message": "Service Unavailable"}})
+                    wait = {"retry-after-ms": str(retry_after_ms)} if retry_after_ms is not None else None
+                    return self._send(server.status, {"error": {"message": message}}, wait)
                 choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
                                           "message": {"role": "assistant", "content": server.reply(body)}}
                 if body.get("logprobs"):
@@ -64,3 +67,9 @@ class OpenAIServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self) -> "OpenAIServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -7,12 +7,11 @@ from __future__ import annotations
 import gc
 import json
 import sys
-import threading
 import types
 import weakref
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from openai_server import OpenAIServer
 from PIL import Image
 
 from bon import registry
@@ -93,45 +92,10 @@ def test_cuda_asked_for_and_absent_is_one_line(monkeypatch):
 # --- an endpoint that fails first, then recovers -------------------------------------------------
 
 
-class Flaky:
-    """Answers chat completions; the first ``failures`` POSTs get a 503. Records the request bodies."""
-
-    def __init__(self, failures: int, answer: str = "Yes") -> None:
-        self.failures, self.bodies = failures, []
-        flaky = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._send(200, {"data": []})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                flaky.bodies.append(body)
-                if len(flaky.bodies) <= flaky.failures:
-                    return self._send(503, {"error": {"message": "overloaded"}}, {"retry-after-ms": "10"})
-                self._send(200, {"model": body["model"], "choices": [{"message": {"role": "assistant", "content": answer}}]})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def __enter__(self) -> "Flaky":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def flaky(failures: int, answer: str = "Yes") -> OpenAIServer:
+    """Answers chat completions with ``answer``; the first ``failures`` POSTs get a 503 "overloaded"
+    that asks for a 10 ms wait. Records the request bodies."""
+    return OpenAIServer(fail=failures, reply=lambda body: answer, message="overloaded", retry_after_ms=10)
 
 
 RED = Image.new("RGB", (16, 16), "red")
@@ -148,34 +112,34 @@ def test_grader_recovers_from_a_503_or_reports_it_as_transient(monkeypatch, fail
     pytest.importorskip("openai")
     monkeypatch.setenv(KEY_ENV, "sk-backends-test-secret-9876")
     prompt = Prompt("t", "t2i", Content.of("a red square"))
-    with Flaky(failures) as api:
+    with flaky(failures) as api:
         score = vqa_verifier(api.url, retries).score(prompt, Candidate("t", 0, "g", 0, Content.of(RED)))
     if failures <= retries:  # recovered inside the SDK's retries: a real score, nothing failed
         assert score.value == 1.0 and score.missing is None and not score.transient
     else:  # still failing: missing and transient, so a rerun asks again instead of keeping a final failure
         assert score.value is None and score.transient and "HTTP 503: overloaded (after 2 attempts)" in score.missing
     # a reasoning model is asked for a written answer (no logprobs, no temperature)
-    assert all("logprobs" not in b and "temperature" not in b and "max_completion_tokens" in b for b in api.bodies)
+    assert all("logprobs" not in b and "temperature" not in b and "max_completion_tokens" in b for b in api.requests)
 
 
 def test_api_generator_recovers_from_a_503_and_speaks_gpt5(monkeypatch):
     pytest.importorskip("openai")
     monkeypatch.setenv(KEY_ENV, "sk-backends-test-secret-9876")
     prompt = Prompt("r", "reasoning", Content.of("What is 2+2?"))
-    with Flaky(1, answer="The answer is \\boxed{4}.") as api:
+    with flaky(1, answer="The answer is \\boxed{4}.") as api:
         gen = registry.create("generator", "vlm-answers", backend="openai", model="gpt-5-mini", base_url=api.url,
                               api_key_env=KEY_ENV, retries=2, max_concurrency=1, temperature=0.7, name="vlm")
         (cand,) = gen.sample(prompt, [5])
     assert "missing" not in cand.provenance and cand.provenance["final_answer"] == "4"
-    assert len(api.bodies) == 2 and api.bodies[0] == api.bodies[1]
-    body = api.bodies[0]
+    assert len(api.requests) == 2 and api.requests[0] == api.requests[1]
+    body = api.requests[0]
     assert body["max_completion_tokens"] == 512 and "temperature" not in body and "max_tokens" not in body
-    with Flaky(9) as api:
+    with flaky(9) as api:
         gen = registry.create("generator", "vlm-answers", backend="openai", model="gpt-4o", base_url=api.url,
                               api_key_env=KEY_ENV, retries=1, name="vlm")
         (cand,) = gen.sample(prompt, [5])
     assert cand.provenance["transient"] and cand.provenance["missing"].startswith("HTTP 503")
-    assert api.bodies[0]["temperature"] == 0.7 and "sk-backends" not in json.dumps(cand.provenance)
+    assert api.requests[0]["temperature"] == 0.7 and "sk-backends" not in json.dumps(cand.provenance)
 
 
 # --- local models: close() and the interleaved agent's shared components ---------------------------
@@ -184,8 +148,9 @@ def test_api_generator_recovers_from_a_503_and_speaks_gpt5(monkeypatch):
 def test_close_releases_the_local_model_and_next_use_reloads(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from judges.transformers_vlm import TransformersVlmJudge
     from tiny_models import build_tiny_llava
+
+    from judges.transformers_vlm import TransformersVlmJudge
 
     judge = TransformersVlmJudge(model=str(build_tiny_llava(tmp_path / "llava")), mode="logits")
     assert not judge.backend.loaded  # weights load lazily
@@ -231,6 +196,7 @@ def test_interleaved_agent_holds_shared_components_once(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("diffusers")
     from conftest_models import build_sd, cached
+
     from generators.interleaved import InterleavedAgent
 
     sd = cached("sd", tmp_path_factory, build_sd)
@@ -265,6 +231,7 @@ def test_diffusers_generator_halves_its_batch_on_out_of_memory_without_reloading
     pytest.importorskip("torch")
     pytest.importorskip("diffusers")
     from conftest_models import build_sd, cached
+
     from generators.diffusers_t2i import DiffusersT2I
 
     gen = DiffusersT2I(model=str(cached("sd", tmp_path_factory, build_sd)), steps=2)
