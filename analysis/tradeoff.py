@@ -76,7 +76,7 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     if not groups:
         raise BonError(f"{study.run.root}: no Best-of-N prompts in this study; nothing to trade off")
     baseline = _baselines(study.scores, groups)
-    costs = usd_per_call(study.run.root / "stats.json")
+    costs = usd_per_call(study.run.stats)
     store = JudgmentStore(study.run.store)
     records: list[dict[str, Any]] = []
     try:

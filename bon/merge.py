@@ -63,7 +63,7 @@ def _read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
         raise BonError("bon merge: name at least one shard folder")
     shards = []
     for d in dirs:
-        config, stats = Path(d) / "config.yaml", Path(d) / "stats.json"
+        config, stats = _study_file(d, "config"), _study_file(d, "stats")
         if not config.exists():
             raise BonError(f"{d}: not a study folder (no config.yaml)")
         study = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("study")
@@ -84,6 +84,12 @@ def _read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
     return shards
 
 
+def _study_file(folder: Path, name: str) -> Path:
+    """A shard folder's file by its run-folder name (``config``, ``stats``, ``picks``...), without
+    creating or requiring the folder."""
+    return getattr(RunFolder(Path(folder), existing=True), name) if Path(folder).is_dir() else Path(folder) / name
+
+
 def _merged_config(shards: list[dict[str, Any]], out: Path) -> StudyConfig:
     first = shards[0]
     common = {k: v for k, v in first["study"].items() if k not in PER_SHARD_KEYS}
@@ -94,7 +100,7 @@ def _merged_config(shards: list[dict[str, Any]], out: Path) -> StudyConfig:
             raise BonError(f"{other['dir']}: a different study from {first['dir']} "
                            f"(other {', '.join(differing)}); merge only shards of one study")
     raw = {k: v for k, v in common.items() if v is not None}
-    return parse_config({**raw, "out": str(out)}, where=str(first["dir"] / "config.yaml"))
+    return parse_config({**raw, "out": str(out)}, where=str(_study_file(first["dir"], "config")))
 
 
 def _merge_prompts(folders: list[RunFolder], run: RunFolder) -> dict[str, int]:
@@ -180,7 +186,7 @@ def _analyse_merged(run: RunFolder, cfg: StudyConfig, shards: list[dict[str, Any
 
     judges = [j.label for j in cfg.judges]
     generators = [g.label for g in cfg.generators]
-    picks = [p for s in shards for _, p in read_jsonl(s["dir"] / "picks.jsonl")]
+    picks = [p for s in shards for _, p in read_jsonl(_study_file(s["dir"], "picks"))]
     picks.sort(key=lambda p: (_rank(judges, p["judge"]), _rank(generators, p["generator"]), order[p["prompt_id"]]))
     write_text(run.picks, "".join(json.dumps(p) + "\n" for p in picks))
     judge_stats = _sum_stats([s["stats"].get("judges", {}) for s in shards])
