@@ -15,12 +15,20 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from bon.config import PluginSpec
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 
 
 class LoadFailed(BonError):
     """A stage's plugin could not be created (e.g. out of memory while loading): the stage stops with one
     line instead of trying again for every item."""
+
+def load_failed(kind: str, label: str, exc: BaseException, where: str = "") -> LoadFailed:
+    """The one line for a plugin that could not be built: its own BonError as it is, anything else
+    (out of memory, a broken model folder) named with the plugin."""
+    if isinstance(exc, BonError):
+        return LoadFailed(str(exc))
+    return LoadFailed(f"{where + ': ' if where else ''}{kind} {label}: cannot load: {type(exc).__name__}: {first_line(exc)}")
+
 
 # Called with ("load" | "released", kind, label) around every stage's model: benchmarks/gpu_check.py
 # measures each stage's time and memory through this.
@@ -97,11 +105,8 @@ class LazyPlugin:
         if self._plugin is None:
             try:
                 self._plugin = create(self.spec, self.kind)
-            except BonError as exc:
-                raise LoadFailed(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - out of memory, a broken model folder
-                first = (str(exc).strip().splitlines() or [""])[0][:300]
-                raise LoadFailed(f"{self.kind} {self.spec.label}: cannot load: {type(exc).__name__}: {first}") from None
+                raise load_failed(self.kind, self.spec.label, exc) from None
             self._identity = self._plugin.identity()
         return self._plugin
 
@@ -172,10 +177,7 @@ def check_values(cfg: Any) -> None:
     for kind, spec, here in entries:
         try:
             plugin = spec.create(kind, here)
-        except BonError:
-            raise
         except Exception as exc:  # noqa: BLE001 - out of memory, a broken model folder
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise LoadFailed(f"{here}: {kind} {spec.label}: cannot load: {type(exc).__name__}: {first}") from None
+            raise load_failed(kind, spec.label, exc, here) from None
         release(plugin)
         del plugin
