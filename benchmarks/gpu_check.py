@@ -99,9 +99,7 @@ class Meter:
 
 def on_device(options: dict[str, Any], device: str) -> dict[str, Any]:
     """The options with every ``device`` set to ``device`` (and bfloat16 beside it on CUDA)."""
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        out[key] = on_device(value, device) if isinstance(value, dict) else value
+    out = {key: on_device(value, device) if isinstance(value, dict) else value for key, value in options.items()}
     if "device" in options:
         out["device"] = device
         if device.startswith("cuda"):

@@ -52,7 +52,6 @@ def builders() -> dict[str, object]:
 
 def make(out: Path, force: bool = False, only: list[str] | None = None) -> dict[str, float]:
     """Build what is missing under ``out``; returns seconds per item built."""
-    out = Path(out)
     timings: dict[str, float] = {}
     for rel, build in builders().items():
         if only and not any(rel.endswith(o) for o in only):
