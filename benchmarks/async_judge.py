@@ -12,13 +12,12 @@ Two measurements, both through the referee and the judgment store:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import tempfile
-import time
 from pathlib import Path
 
+from _common import parser, timed
 from bon.content import Content, Prompt
 from bon.protocol import Comparison, PairwiseJudge, Verdict
 from bon.referee import Referee
@@ -99,19 +98,13 @@ def measure(judge: PairwiseJudge, calls: int) -> tuple[float, int]:
     comps = [Comparison(prompt, Content.of(f"answer {i}"), Content.of(f"other {i}")) for i in range(calls)]
     with tempfile.TemporaryDirectory() as tmp:
         store = JudgmentStore(Path(tmp) / "j.sqlite")
-        started = time.perf_counter()
-        verdicts = Referee(judge, store).ask(comps)
-        took = time.perf_counter() - started
+        verdicts, took = timed(Referee(judge, store).ask, comps)
         store.close()
     return calls / took, sum(v.better is not None for v in verdicts)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--latency", type=float, default=0.05)
-    ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--calls", type=int, default=1280)
-    args = ap.parse_args()
+    args = parser(__doc__, latency=0.05, concurrency=32, calls=1280).parse_args()
     ideal = args.concurrency / args.latency
     print(f"{args.calls} calls, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms: ideal {ideal:,.0f} calls/s")
     rate, ok = measure(SleepJudge(args.latency, args.concurrency), args.calls)

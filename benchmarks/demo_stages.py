@@ -10,7 +10,6 @@ steadier figure), each stage's time from ``stats.json`` and each judge's time; t
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, parser
 
 
 def cpu_seconds() -> float:
@@ -48,10 +47,7 @@ def one_run(prompts: int, n: int, workers: int | None) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=40)
-    ap.add_argument("--n", type=int, default=8)
-    ap.add_argument("--runs", type=int, default=1)
+    ap = parser(__doc__, prompts=40, n=8, runs=1)
     ap.add_argument("--workers", type=int, default=None, help="BON_WORKERS for the run (default: one per core)")
     args = ap.parse_args()
     walls = []

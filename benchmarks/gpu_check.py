@@ -21,7 +21,6 @@ Exit status 0 when every config finished and every stage returned to its baselin
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
@@ -30,10 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+from _common import ROOT, parser
+
 os.environ.setdefault("BON_QUIET", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -102,9 +99,7 @@ class Meter:
 
 def on_device(options: dict[str, Any], device: str) -> dict[str, Any]:
     """The options with every ``device`` set to ``device`` (and bfloat16 beside it on CUDA)."""
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        out[key] = on_device(value, device) if isinstance(value, dict) else value
+    out = {key: on_device(value, device) if isinstance(value, dict) else value for key, value in options.items()}
     if "device" in options:
         out["device"] = device
         if device.startswith("cuda"):
@@ -159,11 +154,10 @@ def mb(n: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="auto", help="auto (CUDA if visible), cuda, cuda:N or cpu")
+    ap = parser(__doc__, device=("auto", "auto (CUDA if visible), cuda, cuda:N or cpu"),
+                out=ROOT / "runs" / "gpu_check",
+                models=(ROOT / "runs" / "tiny", "where the tiny models are built"))
     ap.add_argument("--configs", nargs="*", type=Path, default=sorted((ROOT / "configs").glob("*_tiny.yaml")))
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check")
-    ap.add_argument("--models", type=Path, default=ROOT / "runs" / "tiny", help="where the tiny models are built")
     args = ap.parse_args(argv)
     import torch
 

@@ -24,13 +24,13 @@ Coverage from ``--sims`` studies carries binomial error of about ±1.96·sqrt(p(
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 
 import numpy as np
 from scipy.stats import norm
 
+from _common import parser
 from analysis.statistics import PairOutcomes, Setting, _axis_from_outcomes, correlation_intervals
 
 def fisher_ci(r: float, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -49,26 +49,21 @@ BON_MEAN, BON_SPREAD = 0.70, 0.05  # true mean pick scores
 PROMPT_SD, PICK_SD = 0.12, 0.25  # shared prompt difficulty; one pick's own luck
 
 
-def true_values(latent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Judges' true accuracy (a probability) and true mean pick score from bivariate-normal latents."""
-    acc = np.clip(ACC_MEAN + ACC_SPREAD * latent[..., 0], 0.35, 0.98)
-    bon = BON_MEAN + BON_SPREAD * latent[..., 1]
-    return acc, bon
-
-
-def latents(rng: np.random.Generator, n: int, rho: float) -> np.ndarray:
-    cov = np.array([[1.0, rho], [rho, 1.0]])
-    return rng.multivariate_normal([0.0, 0.0], cov, size=n)
+def true_values(rng: np.random.Generator, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` judges' true accuracy (a probability) and true mean pick score, from bivariate-normal latents
+    correlated ``rho``."""
+    latent = rng.multivariate_normal([0.0, 0.0], [[1.0, rho], [rho, 1.0]], size=n)
+    return np.clip(ACC_MEAN + ACC_SPREAD * latent[:, 0], 0.35, 0.98), BON_MEAN + BON_SPREAD * latent[:, 1]
 
 
 def population_r(rho: float) -> float:
-    acc, bon = true_values(latents(np.random.default_rng(12345), 1_000_000, rho))
+    acc, bon = true_values(np.random.default_rng(12345), 1_000_000, rho)
     return float(np.corrcoef(acc, bon)[0, 1])
 
 
 def one_study(rng: np.random.Generator, size: dict[str, int], rho: float, bootstrap: int) -> dict[str, tuple[float, float]]:
     judges, prompts, pairs = size["judges"], size["prompts"], size["pairs"]
-    acc, bon = true_values(latents(rng, judges, rho))
+    acc, bon = true_values(rng, judges, rho)
     correct = rng.binomial(2, acc[:, None], size=(judges, pairs)).astype(float)  # both orders of each pair
     outcomes = PairOutcomes("t2i", [f"p{k}" for k in range(pairs)], ["sim"] * pairs, [f"j{j}" for j in range(judges)],
                             correct, np.full((judges, pairs), 2.0))
@@ -84,12 +79,8 @@ def one_study(rng: np.random.Generator, size: dict[str, int], rho: float, bootst
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sims", type=int, default=200)
-    ap.add_argument("--bootstrap", type=int, default=500)
-    ap.add_argument("--rho", type=float, nargs="+", default=[0.0, 0.5, 0.8])
+    ap = parser(__doc__, sims=200, bootstrap=500, rho=[0.0, 0.5, 0.8], seed=0)
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     print(f"coverage of 95% intervals for Pearson r ({args.sims} simulated studies each, {args.bootstrap} bootstrap "
           f"replicates; binomial error about ±{196 * math.sqrt(0.95 * 0.05 / args.sims):.1f} points at 95%)")

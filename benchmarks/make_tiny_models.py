@@ -23,17 +23,12 @@ Everything already present is kept; ``--force`` rebuilds.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+from _common import ROOT, parser, timed
 
 
 def builders() -> dict[str, object]:
@@ -57,7 +52,6 @@ def builders() -> dict[str, object]:
 
 def make(out: Path, force: bool = False, only: list[str] | None = None) -> dict[str, float]:
     """Build what is missing under ``out``; returns seconds per item built."""
-    out = Path(out)
     timings: dict[str, float] = {}
     for rel, build in builders().items():
         if only and not any(rel.endswith(o) for o in only):
@@ -69,16 +63,14 @@ def make(out: Path, force: bool = False, only: list[str] | None = None) -> dict[
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        t0 = time.perf_counter()
-        build(folder)
+        _, seconds = timed(build, folder)
         done.write_text("ok\n")
-        timings[rel] = round(time.perf_counter() - t0, 2)
+        timings[rel] = round(seconds, 2)
     return timings
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "tiny", help="folder to write (default runs/tiny)")
+    ap = parser(__doc__, out=(ROOT / "runs" / "tiny", "folder to write (default runs/tiny)"))
     ap.add_argument("--force", action="store_true", help="rebuild everything")
     ap.add_argument("--only", nargs="*", help="build only these (e.g. sd llava emma)")
     args = ap.parse_args(argv)

@@ -14,16 +14,15 @@ Actors reserve fractional CPUs so the driver keeps one (on 2 CPUs, actors that r
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 from PIL import Image
 
+from _common import parser, timed
 from bon.content import Candidate, Content, Prompt
 from bon.executors.ray import RayExecutor
 from bon.plugins import Generator, Score, Verifier
@@ -37,29 +36,32 @@ from bon.stages.verify import verify
 from bon.store import JudgmentStore
 
 
-class SleepGenerator(Generator):
-    def __init__(self, name: str, latency: float):
-        self.name, self.latency = name, latency
+class Sleeps:
+    """A latency-bound stand-in that is also its own plugin spec (duck-types :class:`bon.config.PluginSpec`):
+    each worker gets a pickled copy and builds nothing."""
 
+    def __init__(self, label: str, latency: float):
+        self.name = self.label = label
+        self.latency = latency
+
+    def create(self, kind: str):
+        return self
+
+
+class SleepGenerator(Sleeps, Generator):
     def sample(self, prompt, seeds):
         time.sleep(self.latency)  # one batched pipeline call for the prompt's N images
         return [Candidate(prompt.id, k, self.name, s, Content.of(Image.new("RGB", (8, 8), (s % 256, k * 30, 0))))
                 for k, s in enumerate(seeds)]
 
 
-class SleepVerifier(Verifier):
-    def __init__(self, name: str, latency: float):
-        self.name, self.latency = name, latency
-
+class SleepVerifier(Sleeps, Verifier):
     def score(self, prompt, candidate):
         time.sleep(self.latency)
         return Score((candidate.seed % 1000) / 1000)
 
 
-class SleepJudge(PairwiseJudge):
-    def __init__(self, name: str, latency: float):
-        self.name, self.latency = name, latency
-
+class SleepJudge(Sleeps, PairwiseJudge):
     def judge(self, comparisons):
         time.sleep(self.latency * len(comparisons))  # a batch costs its size: latency-bound, not batched
         return [Verdict("A" if zlib.crc32((c.a.digest + c.b.digest).encode()) % 2 else "B", 4) for c in comparisons]
@@ -76,22 +78,10 @@ class CountingExecutor(RayExecutor):
         return chunks
 
 
-@dataclass
-class StandIn:
-    """A plugin spec the workers build from (duck-types :class:`bon.config.PluginSpec`)."""
-
-    label: str
-    plugin: type
-    latency: float
-
-    def create(self, kind: str):
-        return self.plugin(self.label, self.latency)
-
-
 def run_stages(workers: int, args, root: Path) -> dict[str, tuple[float, int, float]]:
     """(wall seconds, tasks, total sleep seconds) per stage for one worker count."""
-    gen, ver, jud = (StandIn("gen", SleepGenerator, args.gen_latency), StandIn("ver", SleepVerifier, args.verify_latency),
-                     StandIn("judge", SleepJudge, args.judge_latency))
+    gen, ver, jud = (SleepGenerator("gen", args.gen_latency), SleepVerifier("ver", args.verify_latency),
+                     SleepJudge("judge", args.judge_latency))
     study = SimpleNamespace(generators=[gen], judges=[jud], verifier=ver)
     executor = CountingExecutor(study, address="local", workers=workers, batch=args.batch)
     try:
@@ -99,18 +89,14 @@ def run_stages(workers: int, args, root: Path) -> dict[str, tuple[float, int, fl
         run = RunFolder(root / f"w{workers}")
         prompts = [Prompt(f"p{i:04d}", "t2i", Content.of(f"prompt {i}")) for i in range(args.prompts)]
         out: dict[str, tuple[float, int, float]] = {}
-        started = time.perf_counter()
-        candidates = generate(run, gen.create("generator"), prompts, args.n, 0, executor)
-        out["generate"] = (time.perf_counter() - started, len(prompts), len(prompts) * args.gen_latency)
+        candidates, wall = timed(generate, run, gen, prompts, args.n, 0, executor)
+        out["generate"] = (wall, len(prompts), len(prompts) * args.gen_latency)
         everything = [c for cands in candidates.values() for c in cands]
-        started = time.perf_counter()
-        verify(run, ver.create("verifier"), {p.id: p for p in prompts}, everything, executor=executor)
-        out["verify"] = (time.perf_counter() - started, executor.tasks, len(everything) * args.verify_latency)
+        _, wall = timed(verify, run, ver, {p.id: p for p in prompts}, everything, executor=executor)
+        out["verify"] = (wall, executor.tasks, len(everything) * args.verify_latency)
         store = JudgmentStore(run.store)
-        referee = Referee(jud.create("judge"), store, executor=executor)
-        started = time.perf_counter()
-        select(referee, Knockout(), prompts, {"gen": candidates}, 0)
-        wall = time.perf_counter() - started
+        referee = Referee(jud, store, executor=executor)
+        _, wall = timed(select, referee, Knockout(), prompts, {"gen": candidates}, 0)
         out["judge"] = (wall, executor.tasks - out["verify"][1], referee.stats.calls_made * args.judge_latency)
         store.close()
         return out
@@ -119,19 +105,13 @@ def run_stages(workers: int, args, root: Path) -> dict[str, tuple[float, int, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--prompts", type=int, default=32)
-    parser.add_argument("--n", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=16, help="items per Ray task (verification, judging)")
-    parser.add_argument("--gen-latency", type=float, default=0.25, help="seconds per prompt (N images)")
-    parser.add_argument("--verify-latency", type=float, default=0.02, help="seconds per candidate")
-    parser.add_argument("--judge-latency", type=float, default=0.02, help="seconds per comparison")
-    args = parser.parse_args()
-    results = {}
+    args = parser(__doc__, workers=[1, 2, 4, 8], prompts=32, n=8,
+                  batch=(16, "items per Ray task (verification, judging)"),
+                  gen_latency=(0.25, "seconds per prompt (N images)"),
+                  verify_latency=(0.02, "seconds per candidate"),
+                  judge_latency=(0.02, "seconds per comparison")).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for w in args.workers:
-            results[w] = run_stages(w, args, Path(tmp))
+        results = {w: run_stages(w, args, Path(tmp)) for w in args.workers}
     base = args.workers[0]
     print(f"{args.prompts} prompts x N={args.n}; stand-in latencies: generate {args.gen_latency}s/prompt, "
           f"verify {args.verify_latency}s/candidate, judge {args.judge_latency}s/comparison")

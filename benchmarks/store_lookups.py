@@ -8,11 +8,11 @@ them again through the referee (hashing, lookup and verdict rebuilding included)
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 
+from _common import parser, timed
 from bon.content import Content, Prompt
 from bon.protocol import Comparison, PairwiseJudge, Verdict
 from bon.referee import Referee
@@ -27,18 +27,14 @@ class Instant(PairwiseJudge):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--decisions", type=int, default=50_000)
-    args = ap.parse_args()
+    args = parser(__doc__, decisions=50_000).parse_args()
     per_prompt = 56  # all ordered pairs of N = 8
     prompts = [Prompt(f"p{i}", "t2i", Content.of(f"prompt {i}")) for i in range(args.decisions // per_prompt)]
     cands = [Content.of("x" * (k + 1)) for k in range(8)]
     comps = [Comparison(p, a, b) for p in prompts for a in cands for b in cands if a is not b]
     with tempfile.TemporaryDirectory() as tmp:
         store = JudgmentStore(Path(tmp) / "j.sqlite")
-        started = time.perf_counter()
-        Referee(Instant(), store).ask(comps)
-        fill = time.perf_counter() - started
+        _, fill = timed(Referee(Instant(), store).ask, comps)
         referee = Referee(Instant(), store)
         started = time.perf_counter()
         for i in range(0, len(comps), 4096):

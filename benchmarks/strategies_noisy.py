@@ -8,21 +8,17 @@ what it sees), answering with a 1-6 score proportional to its perceived margin.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
+from _common import parser
 from bon.selection.knockout import Knockout
 from bon.selection.round_robin import RoundRobin
 from bon.simulate import NoisyJudge, true_best_rate
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--prompts", type=int, default=400)
-    ap.add_argument("--n", type=int, default=8)
-    ap.add_argument("--noise", type=float, default=0.5)
-    args = ap.parse_args()
+    args = parser(__doc__, prompts=400, n=8, noise=0.5).parse_args()
     strategies = {
         "knockout": Knockout(),
         "round-robin copeland": RoundRobin("copeland"),

@@ -16,17 +16,12 @@ per-call overhead: measured here (tiny model) 1.1-2.0x, and about 1x (0.7-1.0x) 
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from _common import parser
 
 
 def comparisons(n: int, run: int):
@@ -45,20 +40,16 @@ def comparisons(n: int, run: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, device="auto", dtype="auto", n=(8, "comparisons per measurement"), repeats=5,
+                max_new_tokens=32, hidden=(32, "hidden size of the built random model"),
+                layers=(2, "layers of the built random model (each tower)"))
     ap.add_argument("--model", default=None, help="hub id or folder (default: a tiny random LLaVA)")
     ap.add_argument("--mode", default="logits", choices=["logits", "generate"])
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--n", type=int, default=8, help="comparisons per measurement")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--hidden", type=int, default=32, help="hidden size of the built random model")
-    ap.add_argument("--layers", type=int, default=2, help="layers of the built random model (each tower)")
     args = ap.parse_args()
 
     import torch
 
+    from bon.backends.device import dtype_name
     from judges.transformers_vlm import TransformersVlmJudge
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +77,7 @@ def main() -> None:
         tb, ts = statistics.median(times["batched"]), statistics.median(times["single"])
         built = f"random LLaVA (hidden {args.hidden}, {args.layers} layers, byte tokenizer)"
         print(f"model {model if args.model else built}  mode {args.mode}  device {batched.backend.device}  "
-              f"dtype {batched.backend.dtype_name}  torch threads {torch.get_num_threads()}")
+              f"dtype {dtype_name(batched.backend.dtype)}  torch threads {torch.get_num_threads()}")
         print(f"{args.n} comparisons, one batched pass : {tb * 1000:8.1f} ms (median of {args.repeats})")
         print(f"{args.n} comparisons, {args.n} single passes  : {ts * 1000:8.1f} ms")
         print(f"ratio single / batched            : {ts / tb:8.2f}x")
