@@ -97,10 +97,6 @@ class LazyPlugin:
     def name(self) -> str:
         return self.spec.label
 
-    @property
-    def is_loaded(self) -> bool:
-        return self._plugin is not None
-
     def plugin(self) -> Any:
         if self._plugin is None:
             try:

@@ -53,10 +53,6 @@ class StudyOutcome:
     stopped: str | None = None  # why the study stopped early (a call budget), if it did
     pending: dict[str, int] = field(default_factory=dict)  # items left by transient failures, per stage
 
-    @property
-    def pending_total(self) -> int:
-        return sum(self.pending.values())
-
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
     """Write the resolved config with provenance; refuse a folder whose *recorded* work came from a

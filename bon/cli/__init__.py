@@ -1,7 +1,8 @@
 """The ``bon`` command line. Bad input ends in one line on stderr (exit 2), never a traceback.
 
-Commands live by subject: ``study_commands`` (demo, run, generate, verify, select, curve, plugins),
-``analysis_commands`` (report, compare, power, leaderboard, figure) and ``mmrb2_commands`` (the benchmark group).
+Commands live by subject: ``study_commands`` (demo, run, generate, verify, select, curve, merge, plugins),
+``analysis_commands`` (report, compare, power, leaderboard, tradeoff, figure) and ``mmrb2_commands`` (the
+benchmark group).
 
 One grammar for all of them: ``--run DIR`` names an existing run folder, ``--out DIR`` is always a folder
 (``--out-file FILE`` for a one-file output), ``--json FILE`` writes the printed numbers, ``--judge SPEC``
@@ -56,8 +57,6 @@ def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str,
     return parsed
 
 
-_parse_options = parse_options  # the name other command modules import
-
 
 def plugin_options(kind: str, help_text: str | None = None) -> Callable:
     """The repeatable ``--<kind>-option K=V`` flag of one plugin kind (``kind_options`` in the function)."""
@@ -86,6 +85,17 @@ def check_output_file(path: Path | None, flag: str = "--json") -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise BonError(f"{flag} {path}: {parent} is not a folder")
+
+
+def write_numbers(json_out: Path | None, record: Any) -> None:
+    """``--json FILE``: the printed numbers as strict JSON (a missing number is null, never NaN)."""
+    if json_out is not None:
+        from bon.runfolder import write_json
+
+        try:
+            write_json(json_out, record)
+        except OSError as exc:
+            raise BonError(f"{json_out}: cannot write ({exc.strerror})") from None
 
 
 def _usage_line(exc: click.UsageError) -> str:
@@ -124,5 +134,3 @@ def main(argv: list[str] | None = None) -> int:
 
 
 from bon.cli import analysis_commands, mmrb2_commands, study_commands  # noqa: E402,F401  (register the commands)
-from bon.cli import scale_commands  # noqa: E402,F401  (bon merge)
-from bon.cli import tradeoff_commands  # noqa: E402,F401  (bon tradeoff, bon mmrb2 flips)

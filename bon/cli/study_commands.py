@@ -1,4 +1,4 @@
-"""Study commands: demo, run, generate, verify, select, curve, plugins.
+"""Study commands: demo, run, generate, verify, select, curve, merge, plugins.
 
 Each command checks all of its inputs (run folder, plugins and their options, N, output paths) before it
 writes anything, so a refused command leaves the disk as it was.
@@ -14,16 +14,8 @@ from typing import Any, Callable, Optional
 
 import click
 
-from bon.cli import _fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option
+from bon.cli import _fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option, write_numbers
 from bon.errors import BonError
-
-
-def _write_numbers(json_out: Optional[Path], record: dict[str, Any]) -> None:
-    """``--json FILE``: the printed numbers as strict JSON (a missing number is null, never NaN)."""
-    if json_out is not None:
-        from bon.runfolder import write_json
-
-        write_json(json_out, record)
 
 
 @app.command()
@@ -110,7 +102,7 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         _summary(outcome.correlations, outcome.results)
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
-    _write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
+    write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
                               "correlations": outcome.correlations.to_dict(orient="records"),
                               "results": outcome.results.to_dict(orient="records")})
     if outcome.stopped:
@@ -163,7 +155,7 @@ def generate(generator_spec: str, label: Optional[str], generator_options: tuple
     check_output_file(json_out)
     summary = generate_command(generator_spec, options, suite, n, out_dir, batch_size, seed, limit)
     out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
-    _write_numbers(json_out, summary)
+    write_numbers(json_out, summary)
     _exit_if_pending({"prompts": summary["pending_prompts"]})
 
 
@@ -187,7 +179,7 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
     out.print(", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, (dict, list))))
     if summary.get("missing_reasons"):
         out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
-    _write_numbers(json_out, summary)
+    write_numbers(json_out, summary)
     _exit_if_pending({"candidates": summary["pending"]})
 
 
@@ -284,7 +276,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
         out.print(f"{r.task:<12}{r.generator:<11}{_fmt(r.bon_score):>10}{_fmt(r.random_score):>8}{_fmt(r.oracle_score):>8}{r.judge_calls:>8}")
     out.print(f"{judge.name} / {strategy_name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
               f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
-    _write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
+    write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
                               "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
                               "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
 
@@ -316,7 +308,20 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     strategy_name = strategy_label(strategy)
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
-    _write_numbers(json_out, record)
+    write_numbers(json_out, record)
+
+
+@app.command()
+@click.option("--run", "shards", multiple=True, required=True, type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="A shard's run folder (repeat for all K, any order).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, metavar="DIR",
+              help="The merged run folder.")
+def merge(shards: tuple[Path, ...], out_dir: Path) -> None:
+    """Merge the folders of `bon run --shard I/K` (all K of one study) into one run folder and analyse it."""
+    from bon.merge import merge_runs
+
+    outcome = merge_runs(list(shards), out_dir)
+    out.print(f"merged {len(shards)} shards: {len(outcome.results)} result rows; report: {outcome.run.report}")
 
 
 @app.command("plugins")
@@ -330,4 +335,4 @@ def plugins(json_out: Optional[Path]) -> None:
     listing = {plural.get(kind, kind + "s"): registry.names(kind) for kind in registry.KINDS}
     for kind, names in listing.items():
         out.print(f"[bold]{kind}[/]: {', '.join(names)}")
-    _write_numbers(json_out, listing)
+    write_numbers(json_out, listing)
