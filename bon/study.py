@@ -28,7 +28,7 @@ from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
-from bon.shards import finish_shard, shard_prompts
+from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.pool import BufferedStore, flush_into, run_jobs, worker_count
@@ -176,11 +176,13 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
     lap("judge_and_select")
 
     write_text(run.picks, "".join(_json_line(p) for p in picks))
-    if cfg.shard:  # one shard's numbers are not the study's: `bon merge` analyses all shards together
+    if cfg.shard:  # one shard's numbers are not the study's: its results and the stats `bon merge` sums, no report
         from analysis.bon_metrics import results_table
 
         results = results_table(picks, scores, accuracies, cfg.n)
-        return finish_shard(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, identities)
+        results.to_csv(run.results, index=False, float_format="%.6g")
+        stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
+        return StudyOutcome(run, results, pd.DataFrame(), stats, stopped)
     from analysis.predictors import shared_grader
 
     judges = [_grader_view("judge", spec, identities["judges"].get(spec.label, {})) for spec in cfg.judges]
@@ -309,14 +311,19 @@ class FinishedStudy:
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 
 
+def recorded_study(config: Path) -> dict[str, Any]:
+    """The ``study`` section of a run folder's ``config.yaml`` (the provenance beside it left out)."""
+    study = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("study")
+    if not isinstance(study, dict):
+        raise BonError(f"{config}: no 'study' section")
+    return study
+
+
 def read_study_config(run: RunFolder) -> StudyConfig:
-    """The study configuration saved in the run folder's ``config.yaml`` (its ``study`` section)."""
+    """The study configuration saved in the run folder's ``config.yaml``."""
     from bon.config import parse_config
 
-    study = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}).get("study")
-    if not isinstance(study, dict):
-        raise BonError(f"{run.config}: no 'study' section")
-    return parse_config({k: v for k, v in study.items() if v is not None}, where=str(run.config))
+    return parse_config({k: v for k, v in recorded_study(run.config).items() if v is not None}, where=str(run.config))
 
 
 def load_study(run_dir) -> FinishedStudy:
@@ -340,17 +347,21 @@ def load_study(run_dir) -> FinishedStudy:
 
 def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
     """The judge's official-semantics accuracy on each task of the mini preference set."""
-    accuracy: dict[str, float] = {}
     detail: dict[str, Any] = {}
     for task in tasks:
         judgments = judge_pairs(run.mmrb2, task, referee)
-        task_file = parse_task(task).file
-        mmrb2.write_judgments(run.judgment_file(referee.judge.name, task_file), judgments)
-        pairs = mmrb2.load_pairs(run.mmrb2 / task_file)
-        result = mmrb2.accuracy(pairs, judgments)
-        accuracy[task] = result["accuracy"]
-        detail[task] = {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
-    return accuracy, detail
+        mmrb2.write_judgments(run.judgment_file(referee.judge.name, parse_task(task).file), judgments)
+        detail[task] = task_accuracy(run, referee.judge.name, task, judgments)
+    return {task: d["accuracy"] for task, d in detail.items()}, detail
+
+
+def task_accuracy(run: RunFolder, judge: str, task: str, judgments: dict | None = None) -> dict[str, Any]:
+    """A judge's accuracy on one task of the run's preference set (its judgment file unless given)."""
+    task_file = parse_task(task).file
+    if judgments is None:
+        judgments = mmrb2.load_judgments(run.judgment_file(judge, task_file))
+    result = mmrb2.accuracy(mmrb2.load_pairs(run.mmrb2 / task_file), judgments)
+    return {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
 
 
 def ledger_timings(ledger: Ledger) -> dict[str, Any]:
@@ -359,15 +370,11 @@ def ledger_timings(ledger: Ledger) -> dict[str, Any]:
             "invocations": len(ledger.entries)}
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
-            provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> StudyOutcome:
-    """Record the run's statistics, then write the report bundle (read back from the run folder, so
-    ``bon report`` on the same folder gives the same numbers; no judge call)."""
-    from analysis.bon_metrics import RESULT_COLUMNS
-    from analysis.bundle import compute
-    from analysis.report import empty_report, write_report
-
+def record_stats(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
+                 provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> dict[str, Any]:
+    """Write ``stats.json`` (a shard's too, which ``bon merge`` sums) and return it."""
     stats = {
+        **({"shard": cfg.shard} if cfg.shard else {}),
         "judges": judge_stats,
         "strategy": cfg.strategy.name,
         "n": cfg.n,
@@ -380,6 +387,18 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
         "versions": library_versions(),
     }
     write_json(run.stats, stats)
+    return stats
+
+
+def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
+            provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> StudyOutcome:
+    """Record the run's statistics, then write the report bundle (read back from the run folder, so
+    ``bon report`` on the same folder gives the same numbers; no judge call)."""
+    from analysis.bon_metrics import RESULT_COLUMNS
+    from analysis.bundle import compute
+    from analysis.report import empty_report, write_report
+
+    stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     try:
         bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
