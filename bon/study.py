@@ -175,7 +175,7 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
                                                                executor, identities["judges"])
     lap("judge_and_select")
 
-    write_text(run.picks, "".join(_json_line(p) for p in picks))
+    write_text(run.picks, "".join(json.dumps(p) + "\n" for p in picks))
     if cfg.shard:  # one shard's numbers are not the study's: its results and the stats `bon merge` sums, no report
         from analysis.bon_metrics import results_table
 
@@ -409,7 +409,3 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
                                                                   "spearman_rho"]), stats, stopped)
     write_report(bundle, run)
     return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
-
-
-def _json_line(record: dict[str, Any]) -> str:
-    return json.dumps(record) + "\n"
