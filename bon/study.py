@@ -82,17 +82,6 @@ def _recorded(run: RunFolder, key: str, old: dict[str, Any]) -> bool:
     return run.prompts.exists()  # seed, tasks, suite, preference: the prompts were drawn from them
 
 
-def _prompts_written(cfg: StudyConfig) -> bool:
-    """Whether an earlier start wrote this study's prompts (a resume: nothing to build or validate again)."""
-    return Path(cfg.out).is_dir() and RunFolder(cfg.out, existing=True).prompts.exists()
-
-
-def _open_run(cfg: StudyConfig) -> tuple[RunFolder, list[Prompt] | None]:
-    """The run folder and, on a first start, the suite built in memory: a bad suite creates nothing."""
-    built = None if _prompts_written(cfg) else build_prompts(cfg)
-    return RunFolder(cfg.out), built
-
-
 def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     """Run every stage; each model is loaded when its stage needs it and released when the stage ends
     (generators one after another, then the verifier, then the judges one at a time)."""
@@ -102,9 +91,12 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         raise BonError(f"n = {cfg.n}: a study needs at least 2 candidates per prompt (with fewer there is nothing to choose)")
     strategy = cfg.strategy.create("strategy", f"{cfg.source}: strategy")
     check_specs([("generator", g) for g in cfg.generators] + [("verifier", cfg.verifier)] + [("judge", j) for j in cfg.judges])
-    if not _prompts_written(cfg):
+    # an earlier start that wrote the prompts is a resume: nothing to build or validate again
+    first_start = not (Path(cfg.out).is_dir() and RunFolder(cfg.out, existing=True).prompts.exists())
+    if first_start:
         check_values(cfg)  # each plugin built and released in turn: never two models held at once
-    run, built = _open_run(cfg)
+    built = build_prompts(cfg) if first_start else None  # in memory first: a bad suite creates nothing
+    run = RunFolder(cfg.out)
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     record_config(run, cfg)
     if resuming:
