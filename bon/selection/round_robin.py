@@ -97,7 +97,8 @@ def pick_best(aggregate: str, n: int, results: list[MatchResult], key: tuple) ->
         scores[r.x] += sx
         scores[r.y] += sy
         wins[r.winner] += 1
-    primary = bradley_terry(n, results) if aggregate == "bradley-terry" else {"copeland": wins, "borda": scores}[aggregate]
+    tables = {"copeland": wins, "borda": scores}
+    primary = tables[aggregate] if aggregate in tables else bradley_terry(n, results)
     tied = [i for i in range(n) if np.isclose(primary[i], primary.max())]
     if len(tied) > 1:
         best = max(scores[i] for i in tied)
