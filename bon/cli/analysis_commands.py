@@ -11,7 +11,8 @@ from typing import Optional
 
 import click
 
-from bon.cli import _fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option, write_numbers
+from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
+                     write_numbers)
 from bon.errors import BonError
 
 RUN = run_option("A finished study folder.")
