@@ -161,7 +161,7 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
     if cheapest:
         out.print(format_cheapest(cheapest, max_loss), highlight=False)
     write_numbers(json_out, {"task": task, "generator": generator, "strategy": strategy, "leaderboard": table,
-                           "cheapest_within": {"max_loss": max_loss, "judges": cheapest} if cheapest else None})
+                             "cheapest_within": {"max_loss": max_loss, "judges": cheapest} if cheapest else None})
 
 
 @app.command("tradeoff")

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import click
 
@@ -104,8 +105,8 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
-                              "correlations": outcome.correlations.to_dict(orient="records"),
-                              "results": outcome.results.to_dict(orient="records")})
+                             "correlations": outcome.correlations.to_dict(orient="records"),
+                             "results": outcome.results.to_dict(orient="records")})
     if outcome.stopped:
         print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
         raise click.exceptions.Exit(3)
@@ -236,10 +237,17 @@ def _check_n(n: Optional[int], study_n: int) -> Optional[int]:
     return n
 
 
-def _open_store(study, command: str):
+@contextmanager
+def _referee(study, judge, command: str) -> Iterator[Any]:
+    """A referee for ``judge`` on the study's judgment store (closed afterwards), with its samples and seed."""
+    from bon.referee import Referee
     from bon.store import JudgmentStore
 
-    return JudgmentStore(study.run.store, command=command)
+    store = JudgmentStore(study.run.store, command=command)
+    try:
+        yield Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage=command)
+    finally:
+        store.close()
 
 
 @app.command()
@@ -249,7 +257,6 @@ def _open_store(study, command: str):
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
            strategy_options: tuple[str, ...], n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
-    from bon.referee import Referee
     from analysis.bon_metrics import results_table
     from bon.runfolder import write_text
     from bon.stages.select import select as select_stage
@@ -259,14 +266,10 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     n = _check_n(n, study.cfg.n)
     check_output_file(json_out)
     candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
-    store = _open_store(study, "select")
-    try:
-        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage="select")
+    with _referee(study, judge, "select") as referee:
         started = time.perf_counter()
         picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
         wall = time.perf_counter() - started
-    finally:
-        store.close()
     strategy_name = strategy_label(strategy)
     picks_file = study.run.picks_file(judge.name, strategy_name, n)
     write_text(picks_file, "".join(json.dumps(p) + "\n" for p in picks))
@@ -278,8 +281,8 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     out.print(f"{judge.name} / {strategy_name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
               f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
     write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
-                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
-                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
+                             "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
+                             "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
 
 
 @app.command()
@@ -289,19 +292,14 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
           strategy_options: tuple[str, ...], subsets: int, json_out: Optional[Path]) -> None:
     """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
-    from bon.referee import Referee
     from bon.runfolder import write_json
     from bon.stages.curves import bon_curve
     from bon.stages.select import strategy_label
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
     check_output_file(json_out)
-    store = _open_store(study, "curve")
-    try:
-        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage="curve")
+    with _referee(study, judge, "curve") as referee:
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
-    finally:
-        store.close()
     out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
     for r in rows:
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
