@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bon.errors import BonError
 from bon.mmrb2.format import load_judgments
-from bon.mmrb2.scorer import FLIP, assign_predictions
+from bon.mmrb2.scorer import FLIP, assign_predictions, first_judgement
 from bon.protocol import MatchResult, Verdict, decide_match
 from bon.swap import confidence as verdict_confidence
 
@@ -57,9 +57,7 @@ def from_judgments(judgments: Mapping[str, Mapping[str, Any]]) -> list[Flip]:
 
 
 def _verdict(samples: Any) -> Verdict | None:
-    if not isinstance(samples, list) or not samples or not isinstance(samples[0], Mapping):
-        return None
-    letter = samples[0].get("judgement")
+    letter = first_judgement(samples)
     if letter not in FLIP:
         return None
     meta = samples[0].get("metadata") or {}
