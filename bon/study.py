@@ -204,7 +204,7 @@ def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],
                      candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger,
-                     executor=None, identities: dict[str, Any] | None = None):
+                     executor, identities: dict[str, Any]):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
     prompt and generator, all through one store and one call budget. Judges are loaded one at a time
     and released before the next. Returns (accuracies, stats, picks, why the budget stopped it or
@@ -239,8 +239,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
             cost["selection"]["strategy"] = strategy_label(strategy)
             accuracies[name], judge_stats[name] = done["accuracy"], cost
             picks += done["picks"]
-            if identities is not None:
-                identities[name] = done["identity"]
+            identities[name] = done["identity"]
             note(f"judge {name}: {cost['last_invocation']['calls_made']} calls made, "
                  f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
     except BudgetExhausted as exc:
