@@ -9,11 +9,10 @@ imports torch itself).
 
 from __future__ import annotations
 
-import gc
-import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from bon.backends.device import free_memory
 from bon.config import PluginSpec
 from bon.errors import BonError, first_line
 
@@ -63,12 +62,9 @@ def release(plugin: Any) -> None:
 
 
 def finished(kind: str, label: str) -> None:
-    """After the last reference to a stage's plugin is gone: collect garbage, give cached device
-    memory back (only if torch is already imported; never imports it), tell the observers."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    """After the last reference to a stage's plugin is gone: free its memory (never importing torch),
+    tell the observers."""
+    free_memory()
     _notify("released", kind, label)
 
 
@@ -96,10 +92,6 @@ class LazyPlugin:
     @property
     def name(self) -> str:
         return self.spec.label
-
-    @property
-    def is_loaded(self) -> bool:
-        return self._plugin is not None
 
     def plugin(self) -> Any:
         if self._plugin is None:

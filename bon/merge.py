@@ -17,14 +17,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bon.config import StudyConfig, parse_config
 from bon.content import append_jsonl, read_jsonl
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
 from bon.shards import parse_shard
 from bon.store import JudgmentStore
+from bon.study import analyse, record_config, recorded_study, task_accuracy
 
 # Settings that may differ between shards of one study (where they ran, how far, with what).
 PER_SHARD_KEYS = ("out", "shard", "max_calls", "executor")
@@ -32,8 +31,6 @@ PER_SHARD_KEYS = ("out", "shard", "max_calls", "executor")
 
 def merge_runs(dirs: list[Path], out: Path):
     """Merge shard folders into ``out`` and analyse it; returns the :class:`bon.study.StudyOutcome`."""
-    from bon.study import record_config
-
     shards = _read_shards(dirs)
     cfg = _merged_config(shards, out)
     if any(Path(out).resolve() == Path(d).resolve() for d in dirs):
@@ -66,9 +63,7 @@ def _read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
         config, stats = _study_file(d, "config"), _study_file(d, "stats")
         if not config.exists():
             raise BonError(f"{d}: not a study folder (no config.yaml)")
-        study = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("study")
-        if not isinstance(study, dict):
-            raise BonError(f"{config}: no 'study' section")
+        study = recorded_study(config)
         if not stats.exists():
             raise BonError(f"{d}: this shard has not finished (no stats.json); rerun its `bon run` first")
         recorded = json.loads(stats.read_text(encoding="utf-8"))
@@ -180,10 +175,6 @@ def _merge_preference_set(folders: list[RunFolder], run: RunFolder, order: dict[
 
 
 def _analyse_merged(run: RunFolder, cfg: StudyConfig, shards: list[dict[str, Any]], order: dict[str, int], pair_counts: dict[str, int]):
-    from bon import mmrb2
-    from bon.study import analyse
-    from bon.tasks import parse_task
-
     judges = [j.label for j in cfg.judges]
     generators = [g.label for g in cfg.generators]
     picks = [p for s in shards for _, p in read_jsonl(_study_file(s["dir"], "picks"))]
@@ -192,11 +183,8 @@ def _analyse_merged(run: RunFolder, cfg: StudyConfig, shards: list[dict[str, Any
     judge_stats = _sum_stats([s["stats"].get("judges", {}) for s in shards])
     for judge in judges:
         for task in pair_counts:
-            task_file = parse_task(task).file
-            result = mmrb2.accuracy(mmrb2.load_pairs(run.mmrb2 / task_file),
-                                    mmrb2.load_judgments(run.judgment_file(judge, task_file)))
             tasks = judge_stats.setdefault(judge, {}).setdefault("mmrb2", {}).setdefault("tasks", {})
-            tasks[task] = {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
+            tasks[task] = task_accuracy(run, judge, task)
     timings = _sum_stats([s["stats"].get("timings_s", {}) for s in shards])  # summed over shards: compute time, not wall
     provenance = shards[0]["stats"].get("identities") or {}
     return analyse(run, cfg, judge_stats, pair_counts, None, provenance, {"timings_s": timings})

@@ -68,7 +68,8 @@ class Plan:
         if self.device_gb is None:
             return None
         for stage in self.stages:
-            room = self.device_gb * (self.device_count if _spans_devices(stage.spec.options) else 1)
+            spans = stage.spec.options.get("device_map") not in (None, "cuda", "cpu")
+            room = self.device_gb * (self.device_count if spans else 1)
             if stage.on_device and stage.memory_gb is not None and stage.memory_gb > room:
                 return stage
         return None
@@ -246,10 +247,6 @@ def device_memory(cfg: StudyConfig) -> tuple[float | None, int, str]:
     count = torch.cuda.device_count()
     smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(count)) / GB
     return smallest, count, f"{count} x {smallest:.1f} GB (visible CUDA devices)"
-
-
-def _spans_devices(options: dict[str, Any]) -> bool:
-    return options.get("device_map") not in (None, "cuda", "cpu")
 
 
 def render(plan: Plan) -> list[str]:

@@ -65,6 +65,9 @@ class Plugin:
         """What the store keys on. Override to add facts; the derived part is always kept."""
         return derived_identity(self)
 
+    def close(self) -> None:
+        """Release the models this plugin holds (they load again on next use); none by default."""
+
 
 def _merged_identity(own: Any) -> Any:
     @functools.wraps(own)
@@ -128,9 +131,6 @@ class Generator(Plugin, ABC):
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         """One candidate per seed, ``index`` = position in ``seeds``; same seed, same candidate."""
 
-    def close(self) -> None:
-        """Release the models this plugin holds (they load again on next use)."""
-
 
 # --- verifiers --------------------------------------------------------------------------------
 
@@ -138,9 +138,8 @@ class Generator(Plugin, ABC):
 @dataclass
 class Score:
     """A verifier's downstream score of one candidate, in [0, 1]; ``value`` None means grading failed.
-
-    ``transient`` marks a failure worth retrying on a later run (out of memory, timeouts, 429/5xx):
-    the verify stage does not store it, so the candidate stays pending until a rerun scores it."""
+    A ``transient`` failure is not stored by the verify stage, so the candidate stays pending until a
+    rerun scores it."""
 
     value: float | None
     details: dict[str, Any] = field(default_factory=dict)
@@ -158,9 +157,6 @@ class Verifier(Plugin, ABC):
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         """Never raises for a bad candidate: returns ``Score(None, missing=reason)``."""
 
-    def close(self) -> None:
-        """Release the models this plugin holds (they load again on next use)."""
-
 # --- judges -----------------------------------------------------------------------------------
 
 
@@ -173,9 +169,6 @@ class PairwiseJudge(Plugin, ABC):
     @abstractmethod
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
-
-    def close(self) -> None:
-        """Release the models this judge holds (they load again on next use)."""
 
 
 class PointwiseJudge(PairwiseJudge):

@@ -10,11 +10,11 @@ other plugin interface in :mod:`bon.plugins` (re-exported here for the judges th
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bon.content import Content, Prompt
+from bon.seeds import derive_seed
 
 
 @dataclass(eq=False)
@@ -66,9 +66,8 @@ def score_from_margin(margin: float, coin: bool) -> tuple[str, int]:
 
 
 def seeded_coin(*parts: object) -> bool:
-    """A reproducible fair coin from any tuple of values."""
-    h = hashlib.sha256("\0".join(map(str, parts)).encode()).digest()
-    return bool(h[0] & 1)
+    """A reproducible fair coin from any tuple of values (the lowest bit of their derived seed)."""
+    return bool(derive_seed(*parts) & 1)
 
 
 @dataclass

@@ -38,19 +38,3 @@ def shard_prompts(prompts: list[Prompt], shard: str | None) -> list[Prompt]:
     keep = {id(p) for group in split(prompts) for p in group[index::count]}
     return [p for p in prompts if id(p) in keep]
 
-
-def finish_shard(run, cfg, results, timings: dict, judge_stats: dict, pair_counts: dict, stopped: str | None,
-                 provenance: dict):
-    """A shard's end: its results rows and the stats ``bon merge`` sums; no report (that needs every shard)."""
-    import pandas as pd
-
-    from bon.provenance import library_versions
-    from bon.runfolder import write_json
-    from bon.study import StudyOutcome
-
-    results.to_csv(run.results, index=False, float_format="%.6g")
-    stats = {"shard": cfg.shard, "judges": judge_stats, "strategy": cfg.strategy.name, "n": cfg.n, "seed": cfg.seed,
-             "preference_pairs": pair_counts, "timings_s": timings, "stopped": stopped,
-             "identities": provenance, "versions": library_versions()}
-    write_json(run.stats, stats)
-    return StudyOutcome(run, results, pd.DataFrame(), stats, stopped)

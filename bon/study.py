@@ -28,7 +28,7 @@ from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, BudgetExhausted, Referee
 from bon.runfolder import RunFolder, write_json, write_text
-from bon.shards import finish_shard, shard_prompts
+from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
 from bon.stages.pool import BufferedStore, flush_into, run_jobs, worker_count
@@ -52,10 +52,6 @@ class StudyOutcome:
     stats: dict[str, Any] = field(default_factory=dict)
     stopped: str | None = None  # why the study stopped early (a call budget), if it did
     pending: dict[str, int] = field(default_factory=dict)  # items left by transient failures, per stage
-
-    @property
-    def pending_total(self) -> int:
-        return sum(self.pending.values())
 
 
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
@@ -86,17 +82,6 @@ def _recorded(run: RunFolder, key: str, old: dict[str, Any]) -> bool:
     return run.prompts.exists()  # seed, tasks, suite, preference: the prompts were drawn from them
 
 
-def _prompts_written(cfg: StudyConfig) -> bool:
-    """Whether an earlier start wrote this study's prompts (a resume: nothing to build or validate again)."""
-    return Path(cfg.out).is_dir() and RunFolder(cfg.out, existing=True).prompts.exists()
-
-
-def _open_run(cfg: StudyConfig) -> tuple[RunFolder, list[Prompt] | None]:
-    """The run folder and, on a first start, the suite built in memory: a bad suite creates nothing."""
-    built = None if _prompts_written(cfg) else build_prompts(cfg)
-    return RunFolder(cfg.out), built
-
-
 def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     """Run every stage; each model is loaded when its stage needs it and released when the stage ends
     (generators one after another, then the verifier, then the judges one at a time)."""
@@ -106,9 +91,12 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         raise BonError(f"n = {cfg.n}: a study needs at least 2 candidates per prompt (with fewer there is nothing to choose)")
     strategy = cfg.strategy.create("strategy", f"{cfg.source}: strategy")
     check_specs([("generator", g) for g in cfg.generators] + [("verifier", cfg.verifier)] + [("judge", j) for j in cfg.judges])
-    if not _prompts_written(cfg):
+    # an earlier start that wrote the prompts is a resume: nothing to build or validate again
+    first_start = not (Path(cfg.out).is_dir() and RunFolder(cfg.out, existing=True).prompts.exists())
+    if first_start:
         check_values(cfg)  # each plugin built and released in turn: never two models held at once
-    run, built = _open_run(cfg)
+    built = build_prompts(cfg) if first_start else None  # in memory first: a bad suite creates nothing
+    run = RunFolder(cfg.out)
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     record_config(run, cfg)
     if resuming:
@@ -179,12 +167,14 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
                                                                executor, identities["judges"])
     lap("judge_and_select")
 
-    write_text(run.picks, "".join(_json_line(p) for p in picks))
-    if cfg.shard:  # one shard's numbers are not the study's: `bon merge` analyses all shards together
+    write_text(run.picks, "".join(json.dumps(p) + "\n" for p in picks))
+    if cfg.shard:  # one shard's numbers are not the study's: its results and the stats `bon merge` sums, no report
         from analysis.bon_metrics import results_table
 
         results = results_table(picks, scores, accuracies, cfg.n)
-        return finish_shard(run, cfg, results, ledger.timings(), judge_stats, pair_counts, stopped, identities)
+        results.to_csv(run.results, index=False, float_format="%.6g")
+        stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
+        return StudyOutcome(run, results, pd.DataFrame(), stats, stopped)
     from analysis.predictors import shared_grader
 
     judges = [_grader_view("judge", spec, identities["judges"].get(spec.label, {})) for spec in cfg.judges]
@@ -214,7 +204,7 @@ def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],
                      candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger,
-                     executor=None, identities: dict[str, Any] | None = None):
+                     executor, identities: dict[str, Any]):
     """Each judge answers the preference set (its MMRB2 accuracy) and picks the best of N for every
     prompt and generator, all through one store and one call budget. Judges are loaded one at a time
     and released before the next. Returns (accuracies, stats, picks, why the budget stopped it or
@@ -249,8 +239,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
             cost["selection"]["strategy"] = strategy_label(strategy)
             accuracies[name], judge_stats[name] = done["accuracy"], cost
             picks += done["picks"]
-            if identities is not None:
-                identities[name] = done["identity"]
+            identities[name] = done["identity"]
             note(f"judge {name}: {cost['last_invocation']['calls_made']} calls made, "
                  f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
     except BudgetExhausted as exc:
@@ -313,14 +302,19 @@ class FinishedStudy:
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 
 
+def recorded_study(config: Path) -> dict[str, Any]:
+    """The ``study`` section of a run folder's ``config.yaml`` (the provenance beside it left out)."""
+    study = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("study")
+    if not isinstance(study, dict):
+        raise BonError(f"{config}: no 'study' section")
+    return study
+
+
 def read_study_config(run: RunFolder) -> StudyConfig:
-    """The study configuration saved in the run folder's ``config.yaml`` (its ``study`` section)."""
+    """The study configuration saved in the run folder's ``config.yaml``."""
     from bon.config import parse_config
 
-    study = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}).get("study")
-    if not isinstance(study, dict):
-        raise BonError(f"{run.config}: no 'study' section")
-    return parse_config({k: v for k, v in study.items() if v is not None}, where=str(run.config))
+    return parse_config({k: v for k, v in recorded_study(run.config).items() if v is not None}, where=str(run.config))
 
 
 def load_study(run_dir) -> FinishedStudy:
@@ -344,17 +338,21 @@ def load_study(run_dir) -> FinishedStudy:
 
 def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
     """The judge's official-semantics accuracy on each task of the mini preference set."""
-    accuracy: dict[str, float] = {}
     detail: dict[str, Any] = {}
     for task in tasks:
         judgments = judge_pairs(run.mmrb2, task, referee)
-        task_file = parse_task(task).file
-        mmrb2.write_judgments(run.judgment_file(referee.judge.name, task_file), judgments)
-        pairs = mmrb2.load_pairs(run.mmrb2 / task_file)
-        result = mmrb2.accuracy(pairs, judgments)
-        accuracy[task] = result["accuracy"]
-        detail[task] = {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
-    return accuracy, detail
+        mmrb2.write_judgments(run.judgment_file(referee.judge.name, parse_task(task).file), judgments)
+        detail[task] = task_accuracy(run, referee.judge.name, task, judgments)
+    return {task: d["accuracy"] for task, d in detail.items()}, detail
+
+
+def task_accuracy(run: RunFolder, judge: str, task: str, judgments: dict | None = None) -> dict[str, Any]:
+    """A judge's accuracy on one task of the run's preference set (its judgment file unless given)."""
+    task_file = parse_task(task).file
+    if judgments is None:
+        judgments = mmrb2.load_judgments(run.judgment_file(judge, task_file))
+    result = mmrb2.accuracy(mmrb2.load_pairs(run.mmrb2 / task_file), judgments)
+    return {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
 
 
 def ledger_timings(ledger: Ledger) -> dict[str, Any]:
@@ -363,15 +361,11 @@ def ledger_timings(ledger: Ledger) -> dict[str, Any]:
             "invocations": len(ledger.entries)}
 
 
-def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
-            provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> StudyOutcome:
-    """Record the run's statistics, then write the report bundle (read back from the run folder, so
-    ``bon report`` on the same folder gives the same numbers; no judge call)."""
-    from analysis.bon_metrics import RESULT_COLUMNS
-    from analysis.bundle import compute
-    from analysis.report import empty_report, write_report
-
+def record_stats(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
+                 provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> dict[str, Any]:
+    """Write ``stats.json`` (a shard's too, which ``bon merge`` sums) and return it."""
     stats = {
+        **({"shard": cfg.shard} if cfg.shard else {}),
         "judges": judge_stats,
         "strategy": cfg.strategy.name,
         "n": cfg.n,
@@ -384,6 +378,18 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
         "versions": library_versions(),
     }
     write_json(run.stats, stats)
+    return stats
+
+
+def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: dict, stopped: str | None,
+            provenance: dict | None, timings: dict[str, Any], honesty: dict | None = None) -> StudyOutcome:
+    """Record the run's statistics, then write the report bundle (read back from the run folder, so
+    ``bon report`` on the same folder gives the same numbers; no judge call)."""
+    from analysis.bon_metrics import RESULT_COLUMNS
+    from analysis.bundle import compute
+    from analysis.report import empty_report, write_report
+
+    stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     try:
         bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
@@ -394,7 +400,3 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
                                                                   "spearman_rho"]), stats, stopped)
     write_report(bundle, run)
     return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
-
-
-def _json_line(record: dict[str, Any]) -> str:
-    return json.dumps(record) + "\n"

@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw, ImageFont
 from bon import registry
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
-from bon.stages.verify import _safe_score
+from bon.executors.local import safe_score as _safe_score
 from verifiers._grader import GradingFailed, parse_scores, parse_yes_no
 from verifiers.emma import EmmaVerifier, as_number, extract
 from verifiers.isg import IsgVerifier, asked_images

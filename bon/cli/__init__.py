@@ -1,7 +1,8 @@
 """The ``bon`` command line. Bad input ends in one line on stderr (exit 2), never a traceback.
 
-Commands live by subject: ``study_commands`` (demo, run, generate, verify, select, curve, plugins),
-``analysis_commands`` (report, compare, power, leaderboard, figure) and ``mmrb2_commands`` (the benchmark group).
+Commands live by subject: ``study_commands`` (demo, run, generate, verify, select, curve, merge, plugins),
+``analysis_commands`` (report, compare, power, leaderboard, tradeoff, figure) and ``mmrb2_commands`` (the
+benchmark group).
 
 One grammar for all of them: ``--run DIR`` names an existing run folder, ``--out DIR`` is always a folder
 (``--out-file FILE`` for a one-file output), ``--json FILE`` writes the printed numbers, ``--judge SPEC``
@@ -56,8 +57,6 @@ def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str,
     return parsed
 
 
-_parse_options = parse_options  # the name other command modules import
-
 
 def plugin_options(kind: str, help_text: str | None = None) -> Callable:
     """The repeatable ``--<kind>-option K=V`` flag of one plugin kind (``kind_options`` in the function)."""
@@ -88,41 +87,42 @@ def check_output_file(path: Path | None, flag: str = "--json") -> None:
         raise BonError(f"{flag} {path}: {parent} is not a folder")
 
 
-def _usage_line(exc: click.UsageError) -> str:
-    """Click's multi-line usage error as one line that names the command."""
-    message = " ".join(exc.format_message().split())
-    ctx = exc.ctx
-    command = ctx.command_path if ctx is not None else "bon"
-    return f"{command}: {message} (see `{command} --help`)"
+def write_numbers(json_out: Path | None, record: Any) -> None:
+    """``--json FILE``: the printed numbers as strict JSON (a missing number is null, never NaN)."""
+    if json_out is not None:
+        from bon.runfolder import write_json
+
+        try:
+            write_json(json_out, record)
+        except OSError as exc:
+            raise BonError(f"{json_out}: cannot write ({exc.strerror})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         rc = app.main(args=argv, prog_name="bon", standalone_mode=False)
-    except BonError as exc:
-        print(f"bon: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.UsageError as exc:  # BadParameter, NoSuchOption, MissingParameter...: one line, exit 2
-        print(f"bon: error: {_usage_line(exc)}", file=sys.stderr)
-        return 2
-    except click.ClickException as exc:
-        print(f"bon: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:  # a read-only folder, a full disk: one line naming the file, never a traceback
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"bon: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except sqlite3.DatabaseError as exc:  # e.g. a judgment store on a read-only folder
-        print(f"bon: error: judgment store: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
     except (KeyboardInterrupt, click.exceptions.Abort):
         print("bon: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+    except (BonError, click.ClickException, OSError, sqlite3.DatabaseError) as exc:
+        print(f"bon: error: {_error_line(exc)}", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, click.ClickException) else 2  # a usage error's is 2 too
     return rc if isinstance(rc, int) else 0
 
 
+def _error_line(exc: Exception) -> str:
+    """What follows ``bon: error:``: one line, never a traceback."""
+    if isinstance(exc, click.UsageError):  # BadParameter, NoSuchOption, MissingParameter...: names the command
+        command = exc.ctx.command_path if exc.ctx is not None else "bon"
+        return f"{command}: {' '.join(exc.format_message().split())} (see `{command} --help`)"
+    if isinstance(exc, click.ClickException):
+        return " ".join(exc.format_message().split())
+    if isinstance(exc, OSError):  # a read-only folder, a full disk: naming the file
+        return f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc)
+    where = "judgment store: " if isinstance(exc, sqlite3.DatabaseError) else ""  # e.g. a read-only folder
+    return where + " ".join(str(exc).split())
+
+
 from bon.cli import analysis_commands, mmrb2_commands, study_commands  # noqa: E402,F401  (register the commands)
-from bon.cli import scale_commands  # noqa: E402,F401  (bon merge)
-from bon.cli import tradeoff_commands  # noqa: E402,F401  (bon tradeoff, bon mmrb2 flips)

@@ -1,4 +1,4 @@
-"""Analysis commands on finished studies: report, compare, power, leaderboard, figure.
+"""Analysis commands on finished studies: report, compare, power, leaderboard, tradeoff, figure.
 
 Each computes everything first and writes only when it has a result worth keeping: a failure or a
 degenerate analysis exits with one line and leaves the folder as it was.
@@ -11,21 +11,12 @@ from typing import Optional
 
 import click
 
-from bon.cli import _fmt, app, check_output_file, json_option, out, run_option
+from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
+                     write_numbers)
 from bon.errors import BonError
 
 RUN = run_option("A finished study folder.")
 JSON = json_option("the numbers (strict JSON)")
-
-
-def _write_json(path: Optional[Path], data) -> None:
-    if path is not None:
-        from bon.runfolder import write_json
-
-        try:
-            write_json(path, data)
-        except OSError as exc:
-            raise BonError(f"{path}: cannot write ({exc.strerror})") from None
 
 
 def _output_folder(run_dir: Path, out_dir: Optional[Path], accuracies: str, own: bool = True):
@@ -87,7 +78,7 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
               f"{_fmt(pooled['pearson_hi'], '+.2f')}], ρ = {_fmt(pooled['spearman_rho'], '+.2f')}, judges {pooled['n_judges']}")
     warnings = int(bundle.correlations["flag"].sum())
     out.print(f"report: {written['html']}  ({warnings} coefficients flagged as too uncertain)")
-    _write_json(json_out, bundle.payload())
+    write_numbers(json_out, bundle.payload())
 
 
 def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tuple[str, ...]):
@@ -144,7 +135,7 @@ def power(run_dir: Path, width: float, task: Optional[str], generator: Optional[
     check_output_file(json_out)
     result = power_analysis(run_dir, width=width, task=task, generator=generator, seed=seed)
     out.print(format_power(result), highlight=False)
-    _write_json(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings")})
+    write_numbers(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings")})
 
 
 @app.command()
@@ -169,8 +160,49 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
     out.print(format_leaderboard(table), highlight=False)
     if cheapest:
         out.print(format_cheapest(cheapest, max_loss), highlight=False)
-    _write_json(json_out, {"task": task, "generator": generator, "strategy": strategy, "leaderboard": table,
-                           "cheapest_within": {"max_loss": max_loss, "judges": cheapest} if cheapest else None})
+    write_numbers(json_out, {"task": task, "generator": generator, "strategy": strategy, "leaderboard": table,
+                             "cheapest_within": {"max_loss": max_loss, "judges": cheapest} if cheapest else None})
+
+
+@app.command("tradeoff")
+@run_option("A finished study's run folder.")
+@click.option("--judge", "judge_specs", multiple=True, metavar="SPEC",
+              help="Judge SPEC or the study's judge label (repeatable; default: the study's judges).")
+@plugin_options("judge", "Option for every --judge (YAML value), repeatable.")
+@click.option("--gate", "gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G", help="Gates of the gated knockouts (repeatable; default 1.0, 0.6, 0.2).")
+@click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G",
+              help="Gates on the judge's own margin, for judges that keep one (repeatable; default 0.25, 0.1, 0.05, 0.02).")
+@click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
+@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
+@json_option("the records (strict JSON)")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Folder for tradeoff.json and figures/ (default: the run folder).")
+def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
+                     margin_gates: tuple[float, ...], max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+    """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts,
+    seeded knockout, round-robin, round-robin with early stop. Stored judgments are reused."""
+    from analysis.tradeoff import DEFAULT_GATES, DEFAULT_MARGIN_GATES, cheapest_within, default_settings, tradeoff, write_tradeoff
+    from bon.study import load_study
+
+    study = load_study(run_dir)
+    check_output_file(json_out)
+    extra = parse_options(judge_options)
+    specs = list(judge_specs) or [j.label for j in study.cfg.judges]
+    judges = [study.judge(spec, extra or None) for spec in specs]
+    records = tradeoff(study, judges, default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES), bootstrap=bootstrap)
+    paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
+    out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24} {'gating':>9}")
+    for r in records:
+        ci = f"{_fmt(r['loss'], '+.4f')} [{_fmt(r['loss_lo'], '+.4f')}, {_fmt(r['loss_hi'], '+.4f')}]"
+        cut = "-" if r["calls_cut"] is None else f"{100 * r['calls_cut']:.0f}%"
+        out.print(f"{r['judge']:<14} {r['setting']:<28} {r['calls_per_prompt']:6.2f} {cut:>5} {_fmt(r['bon_score'], '.4f'):>7} "
+                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24} {r['gating'] or '':>9}")
+    if max_loss is not None:
+        for judge, best in cheapest_within(records, max_loss).items():
+            money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f} per prompt"
+            out.print(f"cheapest within {max_loss:g} of the full protocol (95% upper bound): {judge}: {best['setting']} "
+                      f"({best['calls_per_prompt']:.2f} calls per prompt{money})")
+    out.print(f"records: {paths['json']}  figure: {paths['figure']}")
 
 
 @app.command()

@@ -1,14 +1,15 @@
-"""The MMRB2 benchmark commands: fetch, judge, accuracy, diagnose."""
+"""The MMRB2 benchmark commands: fetch, judge, accuracy, diagnose, and ``flips`` (how often the reverse
+order changes an outcome)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import click
 
-from bon.cli import check_output_file, json_option, mmrb2_app, out, parse_options, plugin_options
+from bon.cli import check_output_file, json_option, mmrb2_app, out, parse_options, plugin_options, write_numbers
 from bon.errors import BonError
 from bon.tasks import SPELLINGS, TASKS, Task, parse_task
 
@@ -48,10 +49,7 @@ def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path
     if len(names) > 1:
         o = result["overall"]
         out.print(f"{'overall':<12} accuracy {_percent(o['accuracy'])}  ({o['correct']}/{o['judgements']} judgements, micro-averaged)")
-    if json_out:
-        from bon.runfolder import write_json
-
-        write_json(json_out, {"tasks": {n: result[n] for n in names}, "overall": result["overall"]})  # NaN -> null
+    write_numbers(json_out, {"tasks": {n: result[n] for n in names}, "overall": result["overall"]})
 
 
 def _check_coverage(by_task: Mapping[Task, Path], wanted: Task | None, every_task: bool) -> None:
@@ -152,3 +150,39 @@ def mmrb2_diagnose(bench_dir: Path, predictions: tuple[Path, ...], more_predicti
         out.print(f"{task:<12} pairs {t.get('pairs', '?')}  " + "  ".join(
             f"{name} {_percent(j['accuracy']['accuracy']).strip()}" for name, j in t.get("judges", {}).items()))
     out.print(f"report: {out_dir / 'report.md' if out_dir else '-'}  json: {json_out or '-'}")
+
+
+@mmrb2_app.command("flips")
+@click.option("--predictions", type=click.Path(path_type=Path), multiple=True, metavar="FILE",
+              help="Judgment file(s), as FILE or TASK=FILE (repeatable).")
+@click.argument("more_predictions", nargs=-1, type=click.Path(path_type=Path), metavar="FILE...")
+@click.option("--bench-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Benchmark folder: finds each plain FILE's task by its pair ids.")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="A study's run folder: every judge's preference-set judgment files.")
+@click.option("--tolerance", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True, metavar="RATE",
+              help="Largest outcome-change rate (95% upper bound) at which a gate counts as safe.")
+@json_option("every number (strict JSON)")
+def mmrb2_flips(predictions: tuple[Path, ...], more_predictions: tuple[Path, ...], bench_dir: Optional[Path], run_dir: Optional[Path],
+                tolerance: float, json_out: Optional[Path]) -> None:
+    """How often the reverse order disagreed with, and changed the outcome of, the forward verdict, by the
+    forward verdict's confidence (1-6 score or P(A)-P(B) kept in the files' metadata): is gating safe?"""
+    from bon.mmrb2.flips import flip_report
+
+    check_output_file(json_out)
+    items = list(predictions) + list(more_predictions)
+    if not items and run_dir is None:
+        raise BonError("mmrb2 flips: no judgment file given (--predictions FILE ... or --run DIR)")
+    report = flip_report(items, bench_dir, run_dir, tolerance)
+    for name, entry in report["files"].items():
+        s = entry["summary"]
+        out.print(f"{name:<40} pairs {s['pairs']:>5}  disagree {_rate(s['disagree_rate'])}  outcome changed {_rate(s['changed_rate'])}"
+                  f"  gating: {entry['verdict']}")
+        for row in s["by_confidence"]:
+            level = f"{row['confidence']:.2f}" if "confidence" in row else f"{row['confidence_from']:.1f}-{row['confidence_to']:.1f}"
+            out.print(f"    confidence {level:>9}: pairs {row['pairs']:>5}  disagree {_rate(row['disagree_rate'])}  changed {_rate(row['changed_rate'])}")
+    write_numbers(json_out, report)
+
+
+def _rate(value: Any) -> str:
+    return "     -" if value is None else f"{100 * value:5.1f}%"

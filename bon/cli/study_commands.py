@@ -1,4 +1,4 @@
-"""Study commands: demo, run, generate, verify, select, curve, plugins.
+"""Study commands: demo, run, generate, verify, select, curve, merge, plugins.
 
 Each command checks all of its inputs (run folder, plugins and their options, N, output paths) before it
 writes anything, so a refused command leaves the disk as it was.
@@ -9,21 +9,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import _fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option
+from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
+                     write_numbers)
 from bon.errors import BonError
-
-
-def _write_numbers(json_out: Optional[Path], record: dict[str, Any]) -> None:
-    """``--json FILE``: the printed numbers as strict JSON (a missing number is null, never NaN)."""
-    if json_out is not None:
-        from bon.runfolder import write_json
-
-        write_json(json_out, record)
 
 
 @app.command()
@@ -110,9 +104,9 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         _summary(outcome.correlations, outcome.results)
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
-    _write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
-                              "correlations": outcome.correlations.to_dict(orient="records"),
-                              "results": outcome.results.to_dict(orient="records")})
+    write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
+                             "correlations": outcome.correlations.to_dict(orient="records"),
+                             "results": outcome.results.to_dict(orient="records")})
     if outcome.stopped:
         print(f"bon: stopped early: {outcome.stopped}", file=sys.stderr)
         raise click.exceptions.Exit(3)
@@ -163,7 +157,7 @@ def generate(generator_spec: str, label: Optional[str], generator_options: tuple
     check_output_file(json_out)
     summary = generate_command(generator_spec, options, suite, n, out_dir, batch_size, seed, limit)
     out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
-    _write_numbers(json_out, summary)
+    write_numbers(json_out, summary)
     _exit_if_pending({"prompts": summary["pending_prompts"]})
 
 
@@ -187,7 +181,7 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
     out.print(", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, (dict, list))))
     if summary.get("missing_reasons"):
         out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
-    _write_numbers(json_out, summary)
+    write_numbers(json_out, summary)
     _exit_if_pending({"candidates": summary["pending"]})
 
 
@@ -243,10 +237,17 @@ def _check_n(n: Optional[int], study_n: int) -> Optional[int]:
     return n
 
 
-def _open_store(study, command: str):
+@contextmanager
+def _referee(study, judge, command: str) -> Iterator[Any]:
+    """A referee for ``judge`` on the study's judgment store (closed afterwards), with its samples and seed."""
+    from bon.referee import Referee
     from bon.store import JudgmentStore
 
-    return JudgmentStore(study.run.store, command=command)
+    store = JudgmentStore(study.run.store, command=command)
+    try:
+        yield Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage=command)
+    finally:
+        store.close()
 
 
 @app.command()
@@ -256,7 +257,6 @@ def _open_store(study, command: str):
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
            strategy_options: tuple[str, ...], n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
-    from bon.referee import Referee
     from analysis.bon_metrics import results_table
     from bon.runfolder import write_text
     from bon.stages.select import select as select_stage
@@ -266,14 +266,10 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     n = _check_n(n, study.cfg.n)
     check_output_file(json_out)
     candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
-    store = _open_store(study, "select")
-    try:
-        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage="select")
+    with _referee(study, judge, "select") as referee:
         started = time.perf_counter()
         picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
         wall = time.perf_counter() - started
-    finally:
-        store.close()
     strategy_name = strategy_label(strategy)
     picks_file = study.run.picks_file(judge.name, strategy_name, n)
     write_text(picks_file, "".join(json.dumps(p) + "\n" for p in picks))
@@ -284,9 +280,9 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
         out.print(f"{r.task:<12}{r.generator:<11}{_fmt(r.bon_score):>10}{_fmt(r.random_score):>8}{_fmt(r.oracle_score):>8}{r.judge_calls:>8}")
     out.print(f"{judge.name} / {strategy_name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
               f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
-    _write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
-                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
-                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
+    write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
+                             "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
+                             "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
 
 
 @app.command()
@@ -296,19 +292,14 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
           strategy_options: tuple[str, ...], subsets: int, json_out: Optional[Path]) -> None:
     """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
-    from bon.referee import Referee
     from bon.runfolder import write_json
     from bon.stages.curves import bon_curve
     from bon.stages.select import strategy_label
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
     check_output_file(json_out)
-    store = _open_store(study, "curve")
-    try:
-        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage="curve")
+    with _referee(study, judge, "curve") as referee:
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
-    finally:
-        store.close()
     out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
     for r in rows:
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
@@ -316,7 +307,20 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     strategy_name = strategy_label(strategy)
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
-    _write_numbers(json_out, record)
+    write_numbers(json_out, record)
+
+
+@app.command()
+@click.option("--run", "shards", multiple=True, required=True, type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="A shard's run folder (repeat for all K, any order).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, metavar="DIR",
+              help="The merged run folder.")
+def merge(shards: tuple[Path, ...], out_dir: Path) -> None:
+    """Merge the folders of `bon run --shard I/K` (all K of one study) into one run folder and analyse it."""
+    from bon.merge import merge_runs
+
+    outcome = merge_runs(list(shards), out_dir)
+    out.print(f"merged {len(shards)} shards: {len(outcome.results)} result rows; report: {outcome.run.report}")
 
 
 @app.command("plugins")
@@ -330,4 +334,4 @@ def plugins(json_out: Optional[Path]) -> None:
     listing = {plural.get(kind, kind + "s"): registry.names(kind) for kind in registry.KINDS}
     for kind, names in listing.items():
         out.print(f"[bold]{kind}[/]: {', '.join(names)}")
-    _write_numbers(json_out, listing)
+    write_numbers(json_out, listing)

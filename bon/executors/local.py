@@ -7,8 +7,8 @@ from typing import Callable, Iterator, Sequence
 from bon.content import Candidate, Prompt
 from bon.failures import is_transient, looks_transient
 from bon.lifecycle import LoadFailed
-from bon.plugins import Generator, Score, Verifier
-from bon.protocol import Comparison, PairwiseJudge, Verdict
+from bon.plugins import Generator, PairwiseJudge, Score, Verifier
+from bon.protocol import Comparison, Verdict
 
 
 def safe_sample(generator: Generator, prompt: Prompt, seeds: list[int]) -> list[Candidate] | None:

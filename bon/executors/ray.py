@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
-from bon.plugins import Generator, Score, Verifier
+from bon.plugins import Generator, PairwiseJudge, Score, Verifier
 from bon.progress import note
-from bon.protocol import Comparison, PairwiseJudge, Verdict
+from bon.protocol import Comparison, Verdict
 
 # Fault injection for tests: "stage:marker-file[,stage:marker-file]" makes the first worker that runs a
 # second task of ``stage`` create the marker and kill its own process (as an OOM kill or a lost node would).

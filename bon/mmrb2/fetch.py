@@ -229,8 +229,6 @@ def _parquet_rows(files: list[Path]) -> tuple[int, Iterator[dict[str, Any]]]:
 
 
 def _datasets() -> Any:
-    try:
-        import datasets
-    except ImportError:
-        raise BonError("bon mmrb2 fetch needs the `datasets` package: pip install '.[datasets]'") from None
-    return datasets
+    from bon.backends import require
+
+    return require("datasets", "bon mmrb2 fetch")

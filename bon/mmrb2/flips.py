@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bon.errors import BonError
-
+from bon.mmrb2.format import load_judgments
+from bon.mmrb2.scorer import FLIP, assign_predictions, first_judgement
 from bon.protocol import MatchResult, Verdict, decide_match
 from bon.swap import confidence as verdict_confidence
-
-FLIP = {"A": "B", "B": "A"}
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,7 @@ def from_judgments(judgments: Mapping[str, Mapping[str, Any]]) -> list[Flip]:
 
 
 def _verdict(samples: Any) -> Verdict | None:
-    if not isinstance(samples, list) or not samples or not isinstance(samples[0], Mapping):
-        return None
-    letter = samples[0].get("judgement")
+    letter = first_judgement(samples)
     if letter not in FLIP:
         return None
     meta = samples[0].get("metadata") or {}
@@ -146,8 +143,6 @@ def flip_report(items: Sequence[str | Path], bench_dir: Path | None = None, run_
                 tolerance: float = 0.05) -> dict[str, Any]:
     """Flip summary and gate safety of each judgment file: ``items`` (FILE or TASK=FILE; tasks found by
     pair ids when ``bench_dir`` is given) and every judge's preference-set files of a run folder."""
-    from bon.mmrb2.format import load_judgments
-    from bon.mmrb2.scorer import assign_predictions
     from bon.tasks import is_task, parse_task
 
     named: list[tuple[str, Path]] = []

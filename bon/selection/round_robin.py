@@ -97,9 +97,8 @@ def pick_best(aggregate: str, n: int, results: list[MatchResult], key: tuple) ->
         scores[r.x] += sx
         scores[r.y] += sy
         wins[r.winner] += 1
-    primary = {"copeland": wins, "borda": scores, "bradley-terry": None}[aggregate]
-    if primary is None:
-        primary = bradley_terry(n, results)
+    tables = {"copeland": wins, "borda": scores}
+    primary = tables[aggregate] if aggregate in tables else bradley_terry(n, results)
     tied = [i for i in range(n) if np.isclose(primary[i], primary.max())]
     if len(tied) > 1:
         best = max(scores[i] for i in tied)
@@ -116,12 +115,8 @@ def bradley_terry(n: int, results: list[MatchResult]) -> np.ndarray:
 
     comparisons = []
     for r in results:
-        for v in r.forward:
-            if v.better:
-                comparisons.append((r.x, r.y) if v.better == "A" else (r.y, r.x))
-        for v in r.reverse:
-            if v.better:
-                comparisons.append((r.y, r.x) if v.better == "A" else (r.x, r.y))
+        for verdicts, (a, b) in ((r.forward, (r.x, r.y)), (r.reverse, (r.y, r.x))):  # the reverse shows y as A
+            comparisons += [(a, b) if v.better == "A" else (b, a) for v in verdicts if v.better]
     if not comparisons:
         return np.zeros(n)
     return np.asarray(choix.ilsr_pairwise(n, comparisons, alpha=0.01))

@@ -13,7 +13,8 @@ import math
 from typing import Sequence
 
 from bon.errors import BonError
-from bon.protocol import Comparison, PointwiseJudge
+from bon.plugins import PointwiseJudge
+from bon.protocol import Comparison
 from bon.referee import Referee
 
 Scores = list[float | None]

@@ -20,11 +20,8 @@ from bon.stages.verify import ScoreKey
 
 
 def powers_of_two(n: int) -> list[int]:
-    sizes, k = [], 1
-    while k < n:
-        sizes.append(k)
-        k *= 2
-    return sizes + [n]
+    """1, 2, 4, ... below ``n``, then ``n`` itself."""
+    return [1 << i for i in range((n - 1).bit_length())] + [n]
 
 
 def subsets(cands: list[Candidate], size: int, count: int, seed: int, key: str) -> list[list[Candidate]]:

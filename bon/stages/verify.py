@@ -10,7 +10,6 @@ from pathlib import Path
 
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
 from bon.executors.local import LocalExecutor
-from bon.executors.local import safe_score as _safe_score  # noqa: F401  (tests import it from here)
 from bon.failures import looks_transient
 from bon.plugins import Score, Verifier
 from bon.progress import bar
