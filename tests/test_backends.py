@@ -89,6 +89,22 @@ def test_cuda_asked_for_and_absent_is_one_line(monkeypatch):
     assert str(info.value).startswith("my judge: ") and resolve_device("auto") in ("cpu", "mps")
 
 
+def test_free_memory_clears_cublas_workspaces_before_emptying_the_cache(monkeypatch):
+    """On CUDA, cuBLAS workspaces sit in torch's allocator after a stage (33 MiB on an H200, measured by
+    benchmarks/gpu_check.py); freeing memory clears them, then returns the cache."""
+    from bon.backends.device import free_memory
+
+    calls = []
+    cuda = types.SimpleNamespace(is_available=lambda: True, empty_cache=lambda: calls.append("empty_cache"))
+    c_module = types.SimpleNamespace(_cuda_clearCublasWorkspaces=lambda: calls.append("clear_workspaces"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda, _C=c_module))
+    free_memory()
+    assert calls == ["clear_workspaces", "empty_cache"]
+    del c_module._cuda_clearCublasWorkspaces  # a torch without it: the cache is still emptied
+    free_memory()
+    assert calls[2:] == ["empty_cache"]
+
+
 # --- an endpoint that fails first, then recovers -------------------------------------------------
 
 

@@ -53,12 +53,19 @@ def dtype_name(dtype: Any) -> str:
 
 
 def free_memory() -> None:
-    """Collect garbage and hand cached accelerator memory back (after a model is dropped or an OOM)."""
+    """Collect garbage and hand cached accelerator memory back (after a model is dropped or an OOM).
+
+    cuBLAS keeps its workspaces (32 MiB on an H200) in torch's allocator until told otherwise; they go
+    too, so a finished stage leaves the device as it found it (benchmarks/gpu_check.py showed 33 MiB
+    left behind by the first stage without this)."""
     gc.collect()
     import sys
 
     torch = sys.modules.get("torch")  # never import torch just to free nothing
     if torch is not None and torch.cuda.is_available():
+        clear_cublas_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear_cublas_workspaces is not None:
+            clear_cublas_workspaces()
         torch.cuda.empty_cache()
 
 
