@@ -398,11 +398,6 @@ def _as_numbers(value: Any) -> list[float] | None:
     return out or None
 
 
-def image_parts(content: Any) -> list[Image.Image]:
-    """The content's images as PIL images (raises BonError for an unreadable one)."""
-    return [it.load() for it in content.images]
-
-
 def resize_to_area(image: Image.Image, area: int | None) -> Image.Image:
     """Scale (up or down) to about ``area`` pixels, keeping the aspect ratio."""
     if not area:
