@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bon.errors import BonError
-from bon.tasks import scorer_task
+from bon.protocol import Comparison, PairwiseJudge, Verdict
+from bon.tasks import SCORER_NAMES, scorer_task
 from judges.prompts.parse import parse_answer
 
-__all__ = ["Template", "comparison_items", "rubric", "load_official", "parse_answer", "BON_LABELS", "OFFICIAL_FILE"]
+__all__ = ["Template", "RubricJudge", "comparison_items", "rubric", "load_official", "parse_answer", "BON_LABELS",
+           "OFFICIAL_FILE"]
 
 HERE = Path(__file__).resolve().parent
 # Section markers placed before the prompt and each response; bon's rubric text refers to these.
@@ -58,6 +60,39 @@ class Template:
         """The judge's input as MMRB2 content items: rubric, then marked prompt, response A, response B."""
         p, ra, rb = self.labels
         return [["text", self.text], ["text", p], *prompt, ["text", ra], *a, ["text", rb], *b]
+
+
+class RubricJudge(PairwiseJudge):
+    """What the chat judges (``transformers-vlm``, ``openai-compatible``) share: a label from the model,
+    a rubric per task (bon's, or the official one of an MMRB2 checkout), the switch to the official
+    conditions, the rubric's part of the identity and reading the model's answer."""
+
+    version = 1  # bump when the request built from a comparison changes
+
+    def setup_rubric(self, model: str | None, name: str | None, official_prompts: str | Path | None,
+                     official: bool | None) -> bool:
+        """The label and where the rubric comes from; True under the official conditions. The templates
+        load later (:meth:`load_rubric`), once the judge has checked its other options."""
+        self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
+        self.official_prompts = Path(official_prompts) if official_prompts else None
+        self.official = bool(official_prompts) if official is None else bool(official)
+        return self.official
+
+    def load_rubric(self) -> None:
+        self.templates = {t: rubric(t, self.official_prompts) for t in SCORER_NAMES}
+
+    def template(self, c: Comparison) -> Template:
+        return self.templates[scorer_task(c.prompt.task)]
+
+    def rubric_identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = {"templates": {t: tpl.sha256 for t, tpl in self.templates.items()}}
+        return {**ident, "conditions": "official"} if self.official else ident
+
+    def read_answer(self, text: str) -> Verdict:
+        """The verdict in the model's answer: the official JSON under official conditions, else bon's rubric answer."""
+        from judges.prompts.official import verdict
+
+        return (verdict if self.official else parse_answer)(text)
 
 
 def comparison_items(templates: dict[str, Template], c: Any) -> list[list[Any]]:
