@@ -111,18 +111,20 @@ def check_grader_settings(who: str, mode: str, options: dict[str, Any]) -> None:
         raise BonError(f"{who}: unknown option(s) {', '.join(unknown)}")
 
 
-def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:
-    """The verifier's grader from its ``model`` shorthand, a ``grader`` mapping (or a Grader object) and
-    top-level grader options (``dtype``, ``device``, ``backend``, ...)."""
-    if isinstance(grader, Grader):
-        return grader
+def grader_spec(model: str | None, grader: Any, options: dict[str, Any], who: str) -> dict[str, Any]:
+    """The grader mapping from a verifier's ``model`` shorthand, its ``grader`` mapping and top-level grader
+    options (``dtype``, ``device``, ``backend``, ...)."""
     if grader is not None and not isinstance(grader, dict):
         raise BonError(f"{who}: grader must be a mapping {{backend, model, ...}}, got {grader!r:.60}")
     spec = dict(grader or {})
     if model:
         spec.setdefault("model", model)
-    spec.update(options)
-    return make_grader(spec, who)
+    return {**spec, **options}
+
+
+def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:
+    """The verifier's grader (see :func:`grader_spec`), or the Grader object it was given."""
+    return grader if isinstance(grader, Grader) else make_grader(grader_spec(model, grader, options, who), who)
 
 
 def yes_probability(probs: dict[str, float], normalize: bool) -> float | None:
