@@ -145,9 +145,7 @@ class OpenAICompatibleJudge(RubricJudge):
     # --- requests ------------------------------------------------------------------------------
     def messages(self, c: Comparison) -> list[dict[str, Any]]:
         """The chat request for one comparison: one user turn of interleaved text and images."""
-        from judges.prompts import comparison_items
-
-        return [{"role": "user", "content": api_parts(comparison_items(self.templates, c), self._data_url)}]
+        return [{"role": "user", "content": api_parts(self.template(c).segments(c), self._data_url)}]
 
     def _data_url(self, item: ImageItem) -> str:
         key = (item.digest, self.max_image_side, self.image_format)

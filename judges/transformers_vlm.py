@@ -139,10 +139,8 @@ class TransformersVlmJudge(RubricJudge):
     # --- building inputs -----------------------------------------------------------------------
     def parts(self, c: Comparison) -> list[Part]:
         """The judge's user turn: rubric, marked prompt, response A, response B, in order."""
-        from judges.prompts import comparison_items
-
         px = self.max_image_pixels
-        items = comparison_items(self.templates, c)
+        items = self.template(c).segments(c)
         return [("text", v) if k == "text" else ("image", fit_pixels(v.load(), px)) for k, v in items]
 
     def render(self, c: Comparison) -> Rendered:

@@ -21,7 +21,7 @@ from bon.protocol import Comparison, PairwiseJudge, Verdict
 from bon.tasks import SCORER_NAMES, scorer_task
 from judges.prompts.parse import parse_answer
 
-__all__ = ["Template", "RubricJudge", "comparison_items", "rubric", "load_official", "parse_answer", "BON_LABELS",
+__all__ = ["Template", "RubricJudge", "rubric", "load_official", "parse_answer", "BON_LABELS",
            "OFFICIAL_FILE"]
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +61,13 @@ class Template:
         p, ra, rb = self.labels
         return [["text", self.text], ["text", p], *prompt, ["text", ra], *a, ["text", rb], *b]
 
+    def segments(self, c: Comparison) -> list[list[Any]]:
+        """:meth:`render` of a comparison, images as ``ImageItem`` so each judge encodes them its own way."""
+        def items(content: Any) -> list[list[Any]]:
+            return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
+
+        return self.render(items(c.prompt.content), items(c.a), items(c.b))
+
 
 class RubricJudge(PairwiseJudge):
     """What the chat judges (``transformers-vlm``, ``openai-compatible``) share: a label from the model,
@@ -89,19 +96,10 @@ class RubricJudge(PairwiseJudge):
         return {**ident, "conditions": "official"} if self.official else ident
 
     def read_answer(self, text: str) -> Verdict:
-        """The verdict in the model's answer: the official JSON under official conditions, else bon's rubric answer."""
+        """The verdict in the answer: the official JSON under official conditions, else bon's rubric answer."""
         from judges.prompts.official import verdict
 
         return (verdict if self.official else parse_answer)(text)
-
-
-def comparison_items(templates: dict[str, Template], c: Any) -> list[list[Any]]:
-    """A comparison as the judge's input items: its task's template around the prompt and both
-    responses, images kept as ``ImageItem`` so each judge encodes them its own way."""
-    def raw(content: Any) -> list[list[Any]]:
-        return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
-
-    return templates[scorer_task(c.prompt.task)].render(raw(c.prompt.content), raw(c.a), raw(c.b))
 
 
 def rubric(task: str, official_dir: Path | None = None) -> Template:
