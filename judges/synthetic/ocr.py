@@ -151,19 +151,29 @@ def normalise(text: str) -> str:
 CONFUSABLE = {frozenset("O0"), frozenset("I1")}
 
 
+def glyph_substitution(x: str, y: str) -> float:
+    return 0.0 if x == y else (0.25 if frozenset((x, y)) in CONFUSABLE else 1.0)
+
+
+def edit_distances(a: str, b: str, substitution: Any = lambda x, y: float(x != y),
+                   anywhere: bool = False) -> list[float]:
+    """The last row of the edit-distance table from ``a`` to each prefix of ``b``; with ``anywhere``, a
+    match may also start anywhere in ``b`` (its minimum is then the distance to the closest stretch)."""
+    prev = [0.0 if anywhere else float(j) for j in range(len(b) + 1)]
+    for i, ca in enumerate(a, 1):
+        cur = [float(i)]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1.0, cur[j - 1] + 1.0, prev[j - 1] + substitution(ca, cb)))
+        prev = cur
+    return prev
+
+
 def similarity(a: str, b: str) -> float:
     """1 - edit distance / max length on normalised strings; 1.0 for two empty strings."""
     a, b = normalise(a), normalise(b)
     if not a and not b:
         return 1.0
-    prev = [float(j) for j in range(len(b) + 1)]
-    for i, ca in enumerate(a, 1):
-        cur = [float(i)]
-        for j, cb in enumerate(b, 1):
-            sub = 0.0 if ca == cb else (0.25 if frozenset((ca, cb)) in CONFUSABLE else 1.0)
-            cur.append(min(prev[j] + 1.0, cur[j - 1] + 1.0, prev[j - 1] + sub))
-        prev = cur
-    return 1.0 - prev[-1] / max(len(a), len(b))
+    return 1.0 - edit_distances(a, b, glyph_substitution)[-1] / max(len(a), len(b))
 
 
 class OcrJudge(ScoringJudge):
