@@ -82,13 +82,9 @@ class Grader(ABC):
         """Release the model (a local grader's weights); the next question loads it again."""
 
 
-def make_grader(spec: Any, who: str) -> Grader:
-    """A grader from a spec: a mapping with ``backend`` and ``model``, a model string, or a Grader."""
-    if isinstance(spec, Grader):
-        return spec
-    if isinstance(spec, str):
-        spec = {"model": spec}
-    if not isinstance(spec, dict) or not spec.get("model"):
+def make_grader(spec: dict[str, Any], who: str) -> Grader:
+    """A grader from its mapping (see :func:`grader_spec`): ``backend``, ``model`` and the back-end's options."""
+    if not spec.get("model"):
         raise BonError(f"{who}: a grader model is required (option model: HUB_ID or a folder, or grader: {{backend, model, ...}})")
     spec = dict(spec)
     backend = spec.pop("backend", "transformers")
