@@ -131,15 +131,13 @@ class OpenAICompatibleJudge(RubricJudge):
         sampling = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
                     "reasoning_effort": self.reasoning_effort, "seed": self.seed}
         return {
-            "plugin": self.plugin,
-            "version": self.version,
             "model": self.model,
             "base_url": safe_url(self.endpoint.base_url),
             "sampling": {k: v for k, v in sampling.items() if v is not None},
             "extra_body": self.extra_body,
             "max_image_side": self.max_image_side,
             "image_format": self.image_format,
-            **self.rubric_identity(),
+            **self.shared_identity(),
         }
 
     # --- requests ------------------------------------------------------------------------------

@@ -110,12 +110,10 @@ class TransformersVlmJudge(RubricJudge):
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {
-            "plugin": self.plugin,
-            "version": self.version,
             **self.backend.identity(),
             "mode": self.mode,
             "max_image_pixels": self.max_image_pixels,
-            **self.rubric_identity(),
+            **self.shared_identity(),
         }
         if self.mode == "logits":
             ident["answer_prefix"] = self.answer_prefix

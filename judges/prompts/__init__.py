@@ -72,7 +72,7 @@ class Template:
 class RubricJudge(PairwiseJudge):
     """What the chat judges (``transformers-vlm``, ``openai-compatible``) share: a label from the model,
     a rubric per task (bon's, or the official one of an MMRB2 checkout), the switch to the official
-    conditions, the rubric's part of the identity and reading the model's answer."""
+    conditions, their part of the identity and reading the model's answer."""
 
     version = 1  # bump when the request built from a comparison changes
 
@@ -91,8 +91,10 @@ class RubricJudge(PairwiseJudge):
     def template(self, c: Comparison) -> Template:
         return self.templates[scorer_task(c.prompt.task)]
 
-    def rubric_identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"templates": {t: tpl.sha256 for t, tpl in self.templates.items()}}
+    def shared_identity(self) -> dict[str, Any]:
+        """Plugin, version and rubric hashes, and the official conditions when they apply."""
+        ident = {"plugin": self.plugin, "version": self.version,
+                 "templates": {t: tpl.sha256 for t, tpl in self.templates.items()}}
         return {**ident, "conditions": "official"} if self.official else ident
 
     def read_answer(self, text: str) -> Verdict:
