@@ -52,15 +52,12 @@ from bon.backends.images import api_parts, image_data_url
 from bon.backends.openai_api import ApiFailure, OpenAIEndpoint, Reply, chat_text, redact, reply_meta, safe_url
 from bon.content import ImageItem
 from bon.errors import BonError
-from bon.protocol import Comparison, PairwiseJudge, Verdict
-
-from bon.tasks import SCORER_NAMES as TASKS  # noqa: E402  (rubric per scorer task)
-from bon.tasks import scorer_task  # noqa: E402
+from bon.protocol import Comparison, Verdict
+from judges.prompts import RubricJudge
 
 
-class OpenAICompatibleJudge(PairwiseJudge):
+class OpenAICompatibleJudge(RubricJudge):
     plugin = "openai-compatible"
-    version = 1  # bump when the request built from a comparison changes
 
     def __init__(
         self,
@@ -93,18 +90,17 @@ class OpenAICompatibleJudge(PairwiseJudge):
         batch_price_factor: float = 0.5,
         official: bool | None = None,
     ) -> None:
-        self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
+        official = self.setup_rubric(model, name, official_prompts, official)
         if not model:
             raise BonError(f"{self.name}: option 'model' is required (e.g. openai-compatible:gpt-5)")
         if image_format not in ("png", "jpeg", "webp"):
             raise BonError(f"{self.name}: image_format must be png, jpeg or webp, got {image_format!r}")
         if extra_body is not None and not isinstance(extra_body, dict):
             raise BonError(f"{self.name}: extra_body must be a mapping")
-        self.official = bool(official_prompts) if official is None else bool(official)
-        if self.official and not official_prompts:
+        if official and not official_prompts:
             raise BonError(f"{self.name}: official conditions need official_prompts: PATH (a checkout of facebookresearch/MMRB2)")
         if max_image_side == "auto":
-            max_image_side = None if self.official else 1024
+            max_image_side = None if official else 1024
         self.max_image_side = int(max_image_side) if max_image_side else None
         self.image_format = image_format
         self.temperature = temperature
@@ -116,10 +112,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         self.keep_answer = bool(keep_answer)
         self.batch, self.batch_poll, self.batch_window = bool(batch), float(batch_poll), str(batch_window)
         self.batch_price_factor = float(batch_price_factor)
-        self.official_prompts = Path(official_prompts) if official_prompts else None
-        from judges.prompts import rubric
-
-        self.templates = {t: rubric(t, self.official_prompts) for t in TASKS}
+        self.load_rubric()
         self._images: OrderedDict[tuple, str] = OrderedDict()
         self._cache_lock = threading.Lock()
         self.endpoint = OpenAIEndpoint(str(model), self.name, base_url, api_key_env, timeout=timeout,
@@ -138,24 +131,19 @@ class OpenAICompatibleJudge(PairwiseJudge):
         sampling = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
                     "reasoning_effort": self.reasoning_effort, "seed": self.seed}
         return {
-            "plugin": self.plugin,
-            "version": self.version,
             "model": self.model,
             "base_url": safe_url(self.endpoint.base_url),
-            "templates": {t: tpl.sha256 for t, tpl in self.templates.items()},
             "sampling": {k: v for k, v in sampling.items() if v is not None},
             "extra_body": self.extra_body,
             "max_image_side": self.max_image_side,
             "image_format": self.image_format,
-            **({"conditions": "official"} if self.official else {}),
+            **self.shared_identity(),
         }
 
     # --- requests ------------------------------------------------------------------------------
     def messages(self, c: Comparison) -> list[dict[str, Any]]:
         """The chat request for one comparison: one user turn of interleaved text and images."""
-        from judges.prompts import comparison_items
-
-        return [{"role": "user", "content": api_parts(comparison_items(self.templates, c), self._data_url)}]
+        return [{"role": "user", "content": api_parts(self.template(c).segments(c), self._data_url)}]
 
     def _data_url(self, item: ImageItem) -> str:
         key = (item.digest, self.max_image_side, self.image_format)
@@ -174,7 +162,7 @@ class OpenAICompatibleJudge(PairwiseJudge):
         if self.official:
             from judges.prompts.official import api_request
 
-            return api_request(self.model, self.templates[scorer_task(c.prompt.task)], c, self.max_image_side)
+            return api_request(self.model, self.template(c), c, self.max_image_side)
         seed = int(self.seed) + c.sample if self.seed is not None else None
         body = self.endpoint.chat_body(self.messages(c), self.max_tokens, temperature=self.temperature, top_p=self.top_p,
                                        reasoning_effort=self.reasoning_effort, seed=seed)
@@ -195,15 +183,12 @@ class OpenAICompatibleJudge(PairwiseJudge):
     def _verdict(self, reply: Reply | ApiFailure) -> Verdict:
         if isinstance(reply, ApiFailure):
             return Verdict.failed(reply.reason, transient=reply.transient, attempts=reply.attempts)
-        from judges.prompts import parse_answer
-        from judges.prompts.official import verdict as official_verdict
-
         meta = reply_meta(reply)
         try:
             text = chat_text(reply)
         except ApiFailure as exc:
             return Verdict.failed(exc.reason, **meta)
-        verdict = (official_verdict if self.official else parse_answer)(text)
+        verdict = self.read_answer(text)
         if self.keep_answer:
             meta["answer"] = redact(text, self.endpoint.key())
         verdict.meta = {**meta, **verdict.meta}

@@ -53,23 +53,21 @@ from bon.backends.images import fit_pixels
 ENTRY_POINT_GROUP = "bon.judges"  # shared with judge classes: see bon.registry
 
 
-def response_images(response: Content, max_pixels: int | None) -> list[Image.Image]:
-    """The response's images (raises BonError for an unreadable one)."""
-    return [fit_pixels(it.load(), max_pixels) for it in response.images]
-
-
 class _ImageScorer(PointwiseJudge):
     """Shared flow: per response, its images; one batched call for all images; mean per response."""
 
     plugin = "reward"
     version = 1
 
-    def __init__(self, name: str | None, model: str | None, batch_size: int, max_image_pixels: int | None) -> None:
+    def __init__(self, name: str | None, model: str | None, batch_size: int, max_image_pixels: int | None,
+                 margin_scale: float | None) -> None:
         self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
         if int(batch_size) < 1:
             raise BonError(f"{self.name}: batch_size must be at least 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.max_image_pixels = int(max_image_pixels) if max_image_pixels else None
+        if margin_scale is not None:  # else the class's own
+            self.margin_scale = float(margin_scale)
 
     def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
         text = prompt.content.text.strip()
@@ -80,7 +78,7 @@ class _ImageScorer(PointwiseJudge):
         out: list[Score | None] = [None] * len(responses)
         for r, response in enumerate(responses):
             try:
-                ims = response_images(response, self.max_image_pixels)
+                ims = [fit_pixels(it.load(), self.max_image_pixels) for it in response.images]
             except BonError as exc:
                 out[r] = Score(None, missing=str(exc))
                 continue
@@ -120,10 +118,8 @@ class ClipScoreJudge(_ImageScorer):
     def __init__(self, model: str = "openai/clip-vit-large-patch14", name: str | None = None, processor: str | None = None,
                  revision: str | None = None, weight: float = 2.5, dtype: str = "float32", device: str = "auto",
                  batch_size: int = 16, max_image_pixels: int | None = None, margin_scale: float | None = None) -> None:
-        super().__init__(name, model, batch_size, max_image_pixels)
+        super().__init__(name, model, batch_size, max_image_pixels, margin_scale)
         self.weight = float(weight)
-        if margin_scale is not None:
-            self.margin_scale = float(margin_scale)
         self.torch, self.transformers = require("torch", self.name), require("transformers", self.name)
         self.model_id = str(model)
         self.processor_id = str(processor or model)
@@ -247,13 +243,11 @@ class VqaScoreJudge(_ImageScorer):
                  attn_implementation: str | None = None, batch_size: int = 8,
                  max_image_pixels: int | None = 1024 * 1024, question: str = VQA_QUESTION,
                  chat_template_kwargs: dict[str, Any] | None = None, margin_scale: float | None = None) -> None:
-        super().__init__(name, model, batch_size, max_image_pixels)
+        super().__init__(name, model, batch_size, max_image_pixels, margin_scale)
         if not model:
             raise BonError(f"{self.name}: option 'model' is required (vqascore:HUB_ID or a folder)")
         if "{prompt}" not in question:
             raise BonError(f"{self.name}: question must contain {{prompt}}")
-        if margin_scale is not None:
-            self.margin_scale = float(margin_scale)
         self.question = question
         self.backend = ChatVlm(str(model), self.name, revision=revision, dtype=dtype, device=device,
                                device_map=device_map, attn_implementation=attn_implementation,
@@ -296,7 +290,7 @@ class EntryPointRewardJudge(_ImageScorer):
     def __init__(self, model: str | None = None, name: str | None = None, checkpoint: str | None = None,
                  device: str = "auto", batch_size: int = 16, max_image_pixels: int | None = None,
                  margin_scale: float | None = None, options: dict[str, Any] | None = None) -> None:
-        super().__init__(name, model, batch_size, max_image_pixels)
+        super().__init__(name, model, batch_size, max_image_pixels, margin_scale)
         available = reward_entry_points()
         if not model or model not in available:
             known = ", ".join(sorted(available)) or "none installed"
@@ -310,8 +304,6 @@ class EntryPointRewardJudge(_ImageScorer):
         self.device = device
         self.options = dict(options or {})
         self._margin_option = margin_scale
-        if margin_scale is not None:
-            self.margin_scale = float(margin_scale)
         self._scorer: Any = None
 
     def identity(self) -> dict[str, Any]:

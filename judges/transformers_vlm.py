@@ -40,9 +40,9 @@ from bon.backends.chat_vlm import ChatVlm, Rendered
 from bon.backends.device import HalvingBatches, OutOfMemory
 from bon.backends.images import fit_pixels
 from bon.errors import BonError, first_line
-from bon.protocol import Comparison, PairwiseJudge, Verdict, score_from_margin, seeded_coin
-from bon.tasks import SCORER_NAMES as TASKS  # rubric per scorer task
-from bon.tasks import scorer_task
+from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
+from judges.prompts import RubricJudge
+
 DEFAULT_PREFIX = '{"better_response": "'
 MODES = ("generate", "logits")
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL image)
@@ -51,9 +51,8 @@ Part = tuple[str, Any]  # ("text", str) or ("image", PIL image)
 # --- the judge --------------------------------------------------------------------------------
 
 
-class TransformersVlmJudge(PairwiseJudge):
+class TransformersVlmJudge(RubricJudge):
     plugin = "transformers-vlm"
-    version = 1  # bump when the message built from a comparison changes
 
     def __init__(
         self,
@@ -77,13 +76,12 @@ class TransformersVlmJudge(PairwiseJudge):
         official_prompts: str | Path | None = None,
         official: bool | None = None,
     ) -> None:
-        self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
-        self.official = bool(official_prompts) if official is None else bool(official)
-        if self.official and (not official_prompts or mode != "generate"):
+        official = self.setup_rubric(model, name, official_prompts, official)
+        if official and (not official_prompts or mode != "generate"):
             raise BonError(f"{self.name}: official conditions need official_prompts: PATH and mode: generate "
                            "(official: false keeps only the official rubric text)")
         if max_image_pixels == "auto":
-            max_image_pixels = None if self.official else 1024 * 1024
+            max_image_pixels = None if official else 1024 * 1024
         if not model:
             raise BonError(f"{self.name}: option 'model' is required (transformers-vlm:HUB_ID or a folder)")
         if mode not in MODES:
@@ -99,10 +97,7 @@ class TransformersVlmJudge(PairwiseJudge):
         self.top_p = top_p
         self.seed = int(seed)
         self.answer_prefix = str(answer_prefix)
-        self.official_prompts = Path(official_prompts) if official_prompts else None
-        from judges.prompts import rubric
-
-        self.templates = {t: rubric(t, self.official_prompts) for t in TASKS}
+        self.load_rubric()
         self.backend = ChatVlm(str(model), self.name, revision=revision, dtype=dtype, device=device,
                                device_map=device_map, attn_implementation=attn_implementation,
                                chat_template_kwargs=chat_template_kwargs)
@@ -115,19 +110,15 @@ class TransformersVlmJudge(PairwiseJudge):
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {
-            "plugin": self.plugin,
-            "version": self.version,
             **self.backend.identity(),
             "mode": self.mode,
-            "templates": {t: tpl.sha256 for t, tpl in self.templates.items()},
             "max_image_pixels": self.max_image_pixels,
+            **self.shared_identity(),
         }
         if self.mode == "logits":
             ident["answer_prefix"] = self.answer_prefix
         else:
             ident["sampling"] = self.generation_settings() | {"seed": self.seed}
-        if self.official:
-            ident["conditions"] = "official"
         return ident
 
     def generation_settings(self) -> dict[str, Any]:
@@ -146,10 +137,8 @@ class TransformersVlmJudge(PairwiseJudge):
     # --- building inputs -----------------------------------------------------------------------
     def parts(self, c: Comparison) -> list[Part]:
         """The judge's user turn: rubric, marked prompt, response A, response B, in order."""
-        from judges.prompts import comparison_items
-
         px = self.max_image_pixels
-        items = comparison_items(self.templates, c)
+        items = self.template(c).segments(c)
         return [("text", v) if k == "text" else ("image", fit_pixels(v.load(), px)) for k, v in items]
 
     def render(self, c: Comparison) -> Rendered:
@@ -159,7 +148,7 @@ class TransformersVlmJudge(PairwiseJudge):
         from judges.prompts.official import local_turn
 
         px = self.max_image_pixels
-        content, images = local_turn(self.templates[scorer_task(c.prompt.task)], c, (lambda im: fit_pixels(im, px)) if px else None)
+        content, images = local_turn(self.template(c), c, (lambda im: fit_pixels(im, px)) if px else None)
         text = self.backend.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
                                                           tokenize=False, **self.backend.chat_template_kwargs)
         return text, images
@@ -236,9 +225,6 @@ class TransformersVlmJudge(PairwiseJudge):
         return out
 
     def _from_text(self, comps: list[Comparison], batch: dict[str, Any]) -> list[Verdict]:
-        from judges.prompts import parse_answer
-        from judges.prompts.official import verdict as official_verdict
-
         seed = None
         if self.do_sample:
             key = "|".join(f"{c.prompt.content.digest}:{c.a.digest}:{c.b.digest}:{c.sample}" for c in comps)
@@ -246,7 +232,7 @@ class TransformersVlmJudge(PairwiseJudge):
         texts = self.backend.generate(batch, seed=seed, **self.generation_settings())
         out = []
         for text in texts:
-            v = (official_verdict if self.official else parse_answer)(text)
+            v = self.read_answer(text)
             v.meta = {"mode": "generate", "answer": text, **v.meta}
             out.append(v)
         return out

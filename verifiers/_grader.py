@@ -82,13 +82,9 @@ class Grader(ABC):
         """Release the model (a local grader's weights); the next question loads it again."""
 
 
-def make_grader(spec: Any, who: str) -> Grader:
-    """A grader from a spec: a mapping with ``backend`` and ``model``, a model string, or a Grader."""
-    if isinstance(spec, Grader):
-        return spec
-    if isinstance(spec, str):
-        spec = {"model": spec}
-    if not isinstance(spec, dict) or not spec.get("model"):
+def make_grader(spec: dict[str, Any], who: str) -> Grader:
+    """A grader from its mapping (see :func:`grader_spec`): ``backend``, ``model`` and the back-end's options."""
+    if not spec.get("model"):
         raise BonError(f"{who}: a grader model is required (option model: HUB_ID or a folder, or grader: {{backend, model, ...}})")
     spec = dict(spec)
     backend = spec.pop("backend", "transformers")
@@ -111,18 +107,20 @@ def check_grader_settings(who: str, mode: str, options: dict[str, Any]) -> None:
         raise BonError(f"{who}: unknown option(s) {', '.join(unknown)}")
 
 
-def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:
-    """The verifier's grader from its ``model`` shorthand, a ``grader`` mapping (or a Grader object) and
-    top-level grader options (``dtype``, ``device``, ``backend``, ...)."""
-    if isinstance(grader, Grader):
-        return grader
+def grader_spec(model: str | None, grader: Any, options: dict[str, Any], who: str) -> dict[str, Any]:
+    """The grader mapping from a verifier's ``model`` shorthand, its ``grader`` mapping and top-level grader
+    options (``dtype``, ``device``, ``backend``, ...)."""
     if grader is not None and not isinstance(grader, dict):
         raise BonError(f"{who}: grader must be a mapping {{backend, model, ...}}, got {grader!r:.60}")
     spec = dict(grader or {})
     if model:
         spec.setdefault("model", model)
-    spec.update(options)
-    return make_grader(spec, who)
+    return {**spec, **options}
+
+
+def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:
+    """The verifier's grader (see :func:`grader_spec`), or the Grader object it was given."""
+    return grader if isinstance(grader, Grader) else make_grader(grader_spec(model, grader, options, who), who)
 
 
 def yes_probability(probs: dict[str, float], normalize: bool) -> float | None:
@@ -396,11 +394,6 @@ def _as_numbers(value: Any) -> list[float] | None:
                 return None
             out.append(float(m.group(0)))
     return out or None
-
-
-def image_parts(content: Any) -> list[Image.Image]:
-    """The content's images as PIL images (raises BonError for an unreadable one)."""
-    return [it.load() for it in content.images]
 
 
 def resize_to_area(image: Image.Image, area: int | None) -> Image.Image:

@@ -129,26 +129,22 @@ class GEditVerifier(Verifier):
     def _generate(self, instruction: str, source: Any, edited: Any, details: dict) -> tuple[list[float], list[float]]:
         answers = self.grader.answer([self.sc_turn(instruction, source, edited), self.pq_turn(edited)], self.max_new_tokens)
         details["answers"] = {"sc": snippet(answers[0], 400), "pq": snippet(answers[1], 400)}
-        try:
-            sc = parse_scores(answers[0], 2)
-        except GradingFailed as exc:
-            raise GradingFailed(f"semantic-consistency answer {exc}", exc.transient) from None
-        try:
-            pq = parse_scores(answers[1], 2)
-        except GradingFailed as exc:
-            raise GradingFailed(f"perceptual-quality answer {exc}", exc.transient) from None
-        return sc, pq
+        scores = []
+        for question, answer in zip(("semantic-consistency", "perceptual-quality"), answers):
+            try:
+                scores.append(parse_scores(answer, 2))
+            except GradingFailed as exc:
+                raise GradingFailed(f"{question} answer {exc}", exc.transient) from None
+        return scores[0], scores[1]
 
     def _logits(self, instruction: str, source: Any, edited: Any, details: dict) -> tuple[list[float], list[float]]:
         turns = [[("image", source), ("image", edited),
                   ("text", SC_LOGITS.format(instruction=instruction, question=q, low=lo, high=hi))] for q, lo, hi in SC_QUESTIONS]
         turns += [[("image", edited), ("text", PQ_LOGITS.format(question=q, low=lo, high=hi))] for q, lo, hi in PQ_QUESTIONS]
         probs = self.grader.next_word_probs(turns, DIGITS)
-        values = []
-        for p in probs:
-            e = digit_expectation(p)
-            if e is None:
-                raise GradingFailed("no probability on the digits 0-9")
-            values.append(10.0 * e / 9.0)
+        expected = [digit_expectation(p) for p in probs]
+        if None in expected:
+            raise GradingFailed("no probability on the digits 0-9")
+        values = [10.0 * e / 9.0 for e in expected]
         details["digit_mass"] = [round(sum(p.values()), 6) for p in probs]
         return values[:2], values[2:]

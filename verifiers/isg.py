@@ -179,33 +179,26 @@ class IsgVerifier(Verifier):
         if not turns:
             return []
         if self.mode == "logits":
-            turns = [t[:-1] + [("text", t[-1][1] + SCALE_LOGITS)] for t in turns]
-            out: list[float | str] = []
-            for p in self.grader.next_word_probs(turns, DIGITS):
-                e = digit_expectation(p)
-                out.append("no probability on the digits 0-9" if e is None else e / 9.0)
-            return out
-        turns = [t[:-1] + [("text", t[-1][1] + SCALE_GENERATE)] for t in turns]
-        out = []
-        for answer in self.grader.answer(turns, self.max_new_tokens):
-            try:
-                out.append(parse_scores(answer, 1)[0] / 10.0)
-            except GradingFailed as exc:
-                out.append(str(exc))
-        return out
+            probs = self.grader.next_word_probs(with_ending(turns, SCALE_LOGITS), DIGITS)
+            return ["no probability on the digits 0-9" if e is None else e / 9.0 for e in map(digit_expectation, probs)]
+        turns = with_ending(turns, SCALE_GENERATE)
+        return self._answers(turns, self.max_new_tokens, lambda a: parse_scores(a, 1)[0] / 10.0)
 
     def _yes(self, turns: list[list]) -> list[float | str]:
         if not turns:
             return []
+        turns = with_ending(turns, YES_NO_GENERATE)
         if self.mode == "logits":
-            turns = [t[:-1] + [("text", t[-1][1] + YES_NO_GENERATE)] for t in turns]
-            return [yes_probability(p, normalize=True) if yes_probability(p, normalize=True) is not None
-                    else "no probability on yes or no" for p in self.grader.next_word_probs(turns, YES_NO)]
-        turns = [t[:-1] + [("text", t[-1][1] + YES_NO_GENERATE)] for t in turns]
+            yes = [yes_probability(p, normalize=True) for p in self.grader.next_word_probs(turns, YES_NO)]
+            return ["no probability on yes or no" if y is None else y for y in yes]
+        return self._answers(turns, 16, lambda a: 1.0 if parse_yes_no(a) else 0.0)
+
+    def _answers(self, turns: list[list], max_tokens: int, read: Any) -> list[float | str]:
+        """The grader's written answers as grades through ``read``; an unreadable one is its reason (str)."""
         out: list[float | str] = []
-        for answer in self.grader.answer(turns, 16):
+        for answer in self.grader.answer(turns, max_tokens):
             try:
-                out.append(1.0 if parse_yes_no(answer) else 0.0)
+                out.append(read(answer))
             except GradingFailed as exc:
                 out.append(str(exc))
         return out
@@ -279,6 +272,11 @@ class IsgVerifier(Verifier):
         if isinstance(grade, str):
             raise GradingFailed(f"holistic grade: {grade}")
         return grade
+
+
+def with_ending(turns: list[list], instruction: str) -> list[list]:
+    """Each turn with ``instruction`` appended to its closing text."""
+    return [t[:-1] + [("text", t[-1][1] + instruction)] for t in turns]
 
 
 def block_turn(question: str, subj: str, obj: str, tags: dict[str, Any]) -> list:

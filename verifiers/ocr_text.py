@@ -50,15 +50,11 @@ def fold(text: str, case_sensitive: bool = False) -> str:
 
 def substring_similarity(target: str, text: str) -> float:
     """1 - (edit distance from ``target`` to the best-matching stretch of ``text``) / len(target)."""
+    from judges.synthetic.ocr import edit_distances
+
     if not target:
         return 1.0
-    prev = [0] * (len(text) + 1)  # a match may start anywhere in text: free prefix
-    for i, ct in enumerate(target, 1):
-        cur = [i] + [0] * len(text)
-        for j, cx in enumerate(text, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ct != cx))
-        prev = cur
-    return max(0.0, 1.0 - min(prev) / len(target))  # free suffix: best end anywhere
+    return max(0.0, 1.0 - min(edit_distances(target, text, anywhere=True)) / len(target))  # best end anywhere
 
 
 class OcrTextVerifier(Verifier):

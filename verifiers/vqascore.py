@@ -28,11 +28,9 @@ from typing import Any
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
-from verifiers._grader import Grader, GradingFailed, NoLogprobs, grader_from, parse_yes_no
+from verifiers._grader import GRADER_OPTIONS, Grader, GradingFailed, NoLogprobs, grader_spec, make_grader, parse_yes_no
 
 QUESTION = 'Does this figure show "{prompt}"? Please answer yes or no.'
-LOCAL_OPTIONS = ("revision", "dtype", "device", "device_map", "attn_implementation", "batch_size", "max_image_pixels",
-                 "chat_template_kwargs", "backend", "base_url", "api_key_env", "max_image_side", "preflight", "timeout")
 
 
 class VqaScoreVerifier(Verifier):
@@ -47,7 +45,7 @@ class VqaScoreVerifier(Verifier):
             raise BonError(f"{self.name}: question must contain {{prompt}}")
         if not 0.0 <= float(ocr_weight) <= 1.0:
             raise BonError(f"{self.name}: ocr_weight must lie in [0, 1], got {ocr_weight}")
-        unknown = sorted(set(local) - set(LOCAL_OPTIONS))
+        unknown = sorted(set(local) - set(GRADER_OPTIONS))
         if unknown:
             raise BonError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
         self.question = question
@@ -58,9 +56,7 @@ class VqaScoreVerifier(Verifier):
         if isinstance(grader, Grader):  # a ready grader object (tests, or code that builds its own)
             self.grader = grader
         else:
-            spec = {**(grader or {}), **local}
-            if model:
-                spec.setdefault("model", model)
+            spec = grader_spec(model, grader, local, self.name)
             if not spec.get("model"):
                 raise BonError(f"{self.name}: option 'model' (the grader VLM) is required, e.g. vqascore:Qwen/Qwen2.5-VL-7B-Instruct")
             if spec.get("backend", "transformers") == "transformers":  # the vqascore judge's own code path
@@ -69,7 +65,7 @@ class VqaScoreVerifier(Verifier):
                 spec.pop("backend", None)
                 self.judge = VqaScoreJudge(name=self.name, question=question, **spec)
             else:
-                self.grader = grader_from(None, spec, {}, self.name)
+                self.grader = make_grader(spec, self.name)
         self.ocr = None
         if self.ocr_weight > 0:
             from verifiers.ocr_text import OcrTextVerifier

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bon.errors import BonError
-from bon.tasks import scorer_task
+from bon.protocol import Comparison, PairwiseJudge, Verdict
+from bon.tasks import SCORER_NAMES, scorer_task
 from judges.prompts.parse import parse_answer
 
-__all__ = ["Template", "comparison_items", "rubric", "load_official", "parse_answer", "BON_LABELS", "OFFICIAL_FILE"]
+__all__ = ["Template", "RubricJudge", "rubric", "load_official", "parse_answer", "BON_LABELS",
+           "OFFICIAL_FILE"]
 
 HERE = Path(__file__).resolve().parent
 # Section markers placed before the prompt and each response; bon's rubric text refers to these.
@@ -59,14 +61,47 @@ class Template:
         p, ra, rb = self.labels
         return [["text", self.text], ["text", p], *prompt, ["text", ra], *a, ["text", rb], *b]
 
+    def segments(self, c: Comparison) -> list[list[Any]]:
+        """:meth:`render` of a comparison, images as ``ImageItem`` so each judge encodes them its own way."""
+        def items(content: Any) -> list[list[Any]]:
+            return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
 
-def comparison_items(templates: dict[str, Template], c: Any) -> list[list[Any]]:
-    """A comparison as the judge's input items: its task's template around the prompt and both
-    responses, images kept as ``ImageItem`` so each judge encodes them its own way."""
-    def raw(content: Any) -> list[list[Any]]:
-        return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]
+        return self.render(items(c.prompt.content), items(c.a), items(c.b))
 
-    return templates[scorer_task(c.prompt.task)].render(raw(c.prompt.content), raw(c.a), raw(c.b))
+
+class RubricJudge(PairwiseJudge):
+    """What the chat judges (``transformers-vlm``, ``openai-compatible``) share: a label from the model,
+    a rubric per task (bon's, or the official one of an MMRB2 checkout), the switch to the official
+    conditions, their part of the identity and reading the model's answer."""
+
+    version = 1  # bump when the request built from a comparison changes
+
+    def setup_rubric(self, model: str | None, name: str | None, official_prompts: str | Path | None,
+                     official: bool | None) -> bool:
+        """The label and where the rubric comes from; True under the official conditions. The templates
+        load later (:meth:`load_rubric`), once the judge has checked its other options."""
+        self.name = name or (f"{self.plugin}:{model}" if model else self.plugin)
+        self.official_prompts = Path(official_prompts) if official_prompts else None
+        self.official = bool(official_prompts) if official is None else bool(official)
+        return self.official
+
+    def load_rubric(self) -> None:
+        self.templates = {t: rubric(t, self.official_prompts) for t in SCORER_NAMES}
+
+    def template(self, c: Comparison) -> Template:
+        return self.templates[scorer_task(c.prompt.task)]
+
+    def shared_identity(self) -> dict[str, Any]:
+        """Plugin, version and rubric hashes, and the official conditions when they apply."""
+        ident = {"plugin": self.plugin, "version": self.version,
+                 "templates": {t: tpl.sha256 for t, tpl in self.templates.items()}}
+        return {**ident, "conditions": "official"} if self.official else ident
+
+    def read_answer(self, text: str) -> Verdict:
+        """The verdict in the answer: the official JSON under official conditions, else bon's rubric answer."""
+        from judges.prompts.official import verdict
+
+        return (verdict if self.official else parse_answer)(text)
 
 
 def rubric(task: str, official_dir: Path | None = None) -> Template:

@@ -24,11 +24,11 @@ import base64
 import io
 import json
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from PIL import Image
 
-from bon.content import Content, ImageItem
+from bon.content import ImageItem
 from bon.protocol import Comparison, Verdict
 from judges.prompts import Template
 
@@ -41,15 +41,10 @@ _FENCE_OPEN = re.compile(r"^```(?:json)?\s*\n?")
 _FENCE_CLOSE = re.compile(r"\n?```\s*$")
 
 
-def segments(template: Template, c: Comparison) -> list[list[Any]]:
-    """The official content list: ``[kind, value]`` segments, images as :class:`ImageItem`."""
-    return template.render(_items(c.prompt.content), _items(c.a), _items(c.b))
-
-
 def api_content(template: Template, c: Comparison, max_image_side: int | None = None) -> list[dict[str, Any]]:
     """OpenAI chat content parts, one per segment, each image its original bytes and MIME type."""
     return [{"type": "text", "text": v} if k == "text" else {"type": "image_url", "image_url": {"url": data_url(v, max_image_side)}}
-            for k, v in segments(template, c)]
+            for k, v in template.segments(c)]
 
 
 def api_request(model: str, template: Template, c: Comparison, max_image_side: int | None = None) -> dict[str, Any]:
@@ -63,7 +58,7 @@ def local_turn(template: Template, c: Comparison, fit: Callable[[Image.Image], I
     the original pixels, passed through ``fit`` only when the user set a size limit."""
     parts: list[dict[str, Any]] = []
     images: list[Image.Image] = []
-    for kind, value in segments(template, c):
+    for kind, value in template.segments(c):
         if kind == "text":
             parts.append({"type": "text", "text": value})
         else:
@@ -111,7 +106,3 @@ def _json_object(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
-
-
-def _items(content: Content | Sequence[Any]) -> list[list[Any]]:
-    return [["text", it.text] if it.kind == "text" else ["image", it] for it in content]

@@ -55,9 +55,6 @@ class LruCache:
             self._data.popitem(last=False)
         return value
 
-    def __len__(self) -> int:
-        return len(self._data)
-
 
 QUOTE_RE = re.compile(r"\"([^\"]+)\"|\u201c([^\u201d]+)\u201d")
 

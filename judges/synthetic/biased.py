@@ -56,10 +56,7 @@ class PositionBiasJudge(ScoringJudge):
     def options(self) -> dict[str, Any]:
         return {"bias": self.bias, **({"confident": True} if self.confident else {})}
 
-    def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
-        return ink(response), {}
-
-    def _decide(self, c: Comparison) -> Verdict:
+    def _decide(self, c: Comparison) -> Verdict:  # its own scores: ink, else text length
         key = self.coin_key(c)
         sa, sb = ink(c.a), ink(c.b)
         if sa is None and sb is None:

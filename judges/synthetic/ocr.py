@@ -5,7 +5,7 @@ Reading uses the pretrained recognition model that ships inside the ``rapidocr``
 ONNX, CPU). Full detection misreads text on 128 px images, so the judge finds the ink itself
 (dark, unsaturated pixels, preferring the white banner at the bottom when there is one), crops it
 with a margin and runs recognition only. Each distinct image (by pixel digest) is read once per
-process; :data:`STATS` keeps the count and the time spent.
+process.
 
 A response's score is, for each quoted string, the best similarity (one minus the normalised edit
 distance, case- and punctuation-insensitive) over the response's images, averaged over the quoted
@@ -18,9 +18,7 @@ import logging
 import os
 import re
 import threading
-import time
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,22 +30,10 @@ from bon.errors import BonError
 from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, quoted_texts
 
 
-@dataclass
-class OcrStats:
-    images: int = 0  # images actually read (cache misses)
-    seconds: float = 0.0  # time spent finding and reading the text, engine load excluded
-    load_seconds: float = 0.0
-
-    @property
-    def ms_per_image(self) -> float:
-        return 1000.0 * self.seconds / self.images if self.images else 0.0
-
-
-STATS = OcrStats()
 _ENGINE: Any = None
 _ENGINE_ERROR: str | None = None
 _ENGINE_LOCK = threading.Lock()
-_READ_CACHE = LruCache(size=100_000)  # digest -> (text, confidence); strings are small
+_READ_CACHE = LruCache(size=100_000)  # digest -> text read; strings are small
 
 
 def _forget_engine() -> None:
@@ -65,7 +51,6 @@ def engine() -> Any:
     global _ENGINE, _ENGINE_ERROR
     with _ENGINE_LOCK:
         if _ENGINE is None and _ENGINE_ERROR is None:
-            t0 = time.perf_counter()
             try:
                 import onnxruntime
 
@@ -82,7 +67,6 @@ def engine() -> Any:
                 _ENGINE_ERROR = f"rapidocr is not installed ({exc}); pip install rapidocr onnxruntime"
             except Exception as exc:  # a broken install or missing model file
                 _ENGINE_ERROR = f"rapidocr could not start: {type(exc).__name__}: {exc}"
-            STATS.load_seconds += time.perf_counter() - t0
         if _ENGINE_ERROR is not None:
             raise BonError(_ENGINE_ERROR)
         return _ENGINE
@@ -141,26 +125,18 @@ def _longest_run(mask: np.ndarray, gap: int) -> tuple[int, int] | None:
     return best
 
 
-def read_image(item: ImageItem) -> tuple[str, float]:
-    """OCR text and confidence of one image, read once per process (cached by pixel digest)."""
+def read_image(item: ImageItem) -> str:
+    """The text OCR reads in one image, once per process (cached by pixel digest)."""
     return _READ_CACHE.get(item.digest, lambda: _read(image_array(item)))
 
 
-def _read(rgb: np.ndarray) -> tuple[str, float]:
+def _read(rgb: np.ndarray) -> str:
     eng = engine()
-    t0 = time.perf_counter()
     crop = ink_crop(rgb)
     if crop is None:
-        text, conf = "", 0.0
-    else:
-        out = eng(crop, use_det=False, use_cls=False, use_rec=True)
-        txts = tuple(out.txts or ())
-        scores = tuple(out.scores or ())
-        text = " ".join(t for t in txts if t)
-        conf = float(np.mean(scores)) if scores else 0.0
-    STATS.images += 1
-    STATS.seconds += time.perf_counter() - t0
-    return text, conf
+        return ""
+    out = eng(crop, use_det=False, use_cls=False, use_rec=True)
+    return " ".join(t for t in out.txts or () if t)
 
 
 def normalise(text: str) -> str:
@@ -175,19 +151,29 @@ def normalise(text: str) -> str:
 CONFUSABLE = {frozenset("O0"), frozenset("I1")}
 
 
+def glyph_substitution(x: str, y: str) -> float:
+    return 0.0 if x == y else (0.25 if frozenset((x, y)) in CONFUSABLE else 1.0)
+
+
+def edit_distances(a: str, b: str, substitution: Any = lambda x, y: float(x != y),
+                   anywhere: bool = False) -> list[float]:
+    """The last row of the edit-distance table from ``a`` to each prefix of ``b``; with ``anywhere``, a
+    match may also start anywhere in ``b`` (its minimum is then the distance to the closest stretch)."""
+    prev = [0.0 if anywhere else float(j) for j in range(len(b) + 1)]
+    for i, ca in enumerate(a, 1):
+        cur = [float(i)]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1.0, cur[j - 1] + 1.0, prev[j - 1] + substitution(ca, cb)))
+        prev = cur
+    return prev
+
+
 def similarity(a: str, b: str) -> float:
     """1 - edit distance / max length on normalised strings; 1.0 for two empty strings."""
     a, b = normalise(a), normalise(b)
     if not a and not b:
         return 1.0
-    prev = [float(j) for j in range(len(b) + 1)]
-    for i, ca in enumerate(a, 1):
-        cur = [float(i)]
-        for j, cb in enumerate(b, 1):
-            sub = 0.0 if ca == cb else (0.25 if frozenset((ca, cb)) in CONFUSABLE else 1.0)
-            cur.append(min(prev[j] + 1.0, cur[j - 1] + 1.0, prev[j - 1] + sub))
-        prev = cur
-    return 1.0 - prev[-1] / max(len(a), len(b))
+    return 1.0 - edit_distances(a, b, glyph_substitution)[-1] / max(len(a), len(b))
 
 
 class OcrJudge(ScoringJudge):
@@ -205,6 +191,6 @@ class OcrJudge(ScoringJudge):
         images = response.images
         if not targets or not images:
             return None, {}
-        reads = [read_image(im)[0] for im in images]
+        reads = [read_image(im) for im in images]
         best = [max(similarity(r, t) for r in reads) for t in targets]
         return float(np.mean(best)), {"read": reads}
