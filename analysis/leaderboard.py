@@ -19,7 +19,6 @@ tell a cheap good-enough judge from an expensive marginally better one.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.bon_metrics import (load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level, prompt_weights,
-                                  run_n, setting_matrix, task_order, weighted_means)
+                                  read_json, run_n, setting_matrix, task_order, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -57,13 +56,7 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
 
 
 def load_stats(run_dir: Path) -> dict[str, Any]:
-    path = RunFolder(Path(run_dir), existing=True).stats
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BonError(f"{path}: unreadable ({exc})") from None
+    return read_json(RunFolder(Path(run_dir), existing=True).stats) or {}
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:

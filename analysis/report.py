@@ -21,7 +21,6 @@ from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
 from bon.runfolder import RunFolder, write_json, write_text
-from bon.runfolder import write_text as _write_atomic  # noqa: F401  (analysis.diagnostics writes through it)
 
 DASH = "–"
 TITLE = "# Does MMRB2 accuracy predict Best-of-N gains?\n"

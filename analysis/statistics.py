@@ -791,10 +791,3 @@ def _leave_one_out(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]],
     shift = [abs(v - full) if np.isfinite(full) else 0.0 for v in values]
     return min(values), max(values), who[int(np.argmax(shift))]
 
-
-def run_correlations(run_dir: Path, prompts: pd.DataFrame, axis: JudgeAxis | None = None, bootstrap: int = 1000,
-                     seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """:func:`correlation_intervals` for a run folder's picks (``prompts``) and its own preference set."""
-    if axis is None:
-        axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
-    return correlation_intervals(settings_from_prompts(prompts), axis, bootstrap=bootstrap, seed=seed, level=level)
