@@ -20,9 +20,9 @@ from analysis.bon_metrics import (bon_metrics, load_prompt_level, read_config, r
                                   with_accuracies)
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
-from analysis.predictors import TaskPairs, bundle_records
-from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, accuracy_axis, correlation_intervals, run_judge_axis,
-                                 settings_from_prompts)
+from analysis.predictors import bundle_records
+from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, accuracy_axis, correlation_intervals,
+                                 run_judge_axis, settings_from_prompts)
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
@@ -147,7 +147,7 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
 def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
             accuracies: str | Path | JudgeAxis | None = "run",
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
-            power: bool = True, power_width: float = 0.5, predictor_pairs: Mapping[str, TaskPairs] | None = None,
+            power: bool = True, power_width: float = 0.5, predictor_pairs: Mapping[str, PairOutcomes] | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS) -> ReportBundle:
     """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;

@@ -243,46 +243,70 @@ def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float 
 
 @dataclass
 class PairOutcomes:
-    """Per judge and MMRB2 pair: how many of the two counted judgements were right, and how many counted."""
+    """Per judge and MMRB2 pair (judges x pairs arrays): the judge's accuracy (x) and the other
+    judge-side predictors of :mod:`analysis.predictors`, resampled by weighting the pairs."""
 
     task: str
     pair_ids: list[str]
     sources: list[str]
     judges: list[str]
-    correct: np.ndarray  # judges x pairs, 0..2
-    counted: np.ndarray  # judges x pairs, 0..2
+    correct: np.ndarray  # 0..2 right answers (forward, reverse)
+    counted: np.ndarray  # 0..2 answers counted (non-empty)
+    same_model: np.ndarray | None = None  # pairs, bool: both responses from one model
+    consistent: np.ndarray | None = None  # 1 where both directions answered A/B and name the same response
+    both: np.ndarray | None = None  # 1 where both directions answered A/B
+    bad: np.ndarray | None = None  # 0..2 empty, missing or non-A/B answers
 
     def accuracy(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return 100.0 * self.correct.sum(1) / self.counted.sum(1)
+        return self.rate("overall")
 
     def replicates(self, weights: np.ndarray) -> np.ndarray:
         """Accuracy (%) per bootstrap weight row: (B x pairs) -> (B x judges)."""
-        num = weights @ self.correct.T
-        den = weights @ self.counted.T
+        return self.rate("overall", weights)
+
+    def rate(self, predictor: str, weights: np.ndarray | None = None) -> np.ndarray:
+        """A predictor of :data:`analysis.predictors.PREDICTORS` in percent: judges, or (B x judges) with pair
+        weights (B x pairs)."""
+        w = np.ones((1, len(self.pair_ids))) if weights is None else weights
+        if predictor == "overall":  # the only one that outcomes built without the predictor arrays have
+            num, den = self.correct, self.counted
+        else:
+            num, den = {
+                "same_model": (self.correct * self.same_model, self.counted * self.same_model),
+                "different_model": (self.correct * ~self.same_model, self.counted * ~self.same_model),
+                "position_consistency": (self.consistent, self.both),
+                "tie_missing": (self.bad, np.full_like(self.bad, 2.0)),
+            }[predictor]
+        top, bottom = w @ num.T, w @ den.T
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(den > 0, 100.0 * num / np.where(den > 0, den, 1.0), np.nan)
+            out = np.where(bottom > 0, 100.0 * top / np.where(bottom > 0, bottom, 1.0), np.nan)
+        return out[0] if weights is None else out
 
 
 def pair_outcomes(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, Mapping[str, Any]]) -> PairOutcomes:
     """Pair-level outcomes with the official scorer's semantics (first sample per direction; an empty or
-    missing answer leaves the denominator; any other non-A/B answer counts and is wrong)."""
+    missing answer leaves the denominator; any other non-A/B answer counts and is wrong). A pair is
+    same-model when both ``model_name`` agree."""
+    same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
     judges = list(judgments)
-    correct = np.zeros((len(judges), len(pairs)))
-    counted = np.zeros((len(judges), len(pairs)))
+    correct, counted, consistent, both, bad = (np.zeros((len(judges), len(pairs))) for _ in range(5))
     for j, judge in enumerate(judges):
-        data = judgments[judge]
         for q, pair in enumerate(pairs):
-            entry = data.get(pair.id)
-            if not isinstance(entry, Mapping):
-                continue
-            for direction, flip in (("forward", False), ("reverse", True)):
-                answer = mmrb2.first_judgement(entry.get(direction))
+            entry = judgments[judge].get(pair.id)
+            entry = entry if isinstance(entry, Mapping) else {}
+            fwd, rev = (mmrb2.first_judgement(entry.get(d)) for d in ("forward", "reverse"))
+            for answer, flip in ((fwd, False), (rev, True)):
                 if answer is None:
+                    bad[j, q] += 1
                     continue
                 counted[j, q] += 1
+                bad[j, q] += answer not in mmrb2.FLIP
                 correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
-    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted)
+            if fwd in mmrb2.FLIP and rev in mmrb2.FLIP:
+                both[j, q] = 1
+                consistent[j, q] = float(mmrb2.FLIP[rev] == fwd)
+    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted, same,
+                        consistent, both, bad)
 
 
 @dataclass
