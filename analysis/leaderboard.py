@@ -26,8 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import (load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level, prompt_weights,
-                                  read_json, run_n, setting_matrix, task_order, weighted_means)
+from analysis.bon_metrics import (iter_settings, load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level,
+                                  prompt_weights, read_json, run_n, setting_matrix, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -152,11 +152,8 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
     """:func:`leaderboard` for every (task, generator, strategy) of the picks, stacked."""
     if prompts.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
-    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
-    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
-                  key=lambda k: (order[k[0]], k[1], k[2]))
     parts = []
-    for task, gen, strategy in keys:
+    for task, gen, strategy, *_ in iter_settings(prompts):
         acc = None
         if accuracies is not None and not accuracies.empty:
             a = accuracies[accuracies.task == task]

@@ -146,7 +146,10 @@ def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Kendall τ-b (ties handled as in :func:`scipy.stats.kendalltau`) over the last axis."""
-    num, ax, ay, n = _kendall_parts(x, y)
+    return _tau(*_kendall_parts(x, y))
+
+
+def _tau(num: np.ndarray, ax: np.ndarray, ay: np.ndarray, n: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = num / np.sqrt(ax * ay)
     return np.where((n >= 3) & (ax > 0) & (ay > 0), tau, np.nan)
@@ -173,11 +176,7 @@ def pooled(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.nda
         return np.array(np.nan)
     if stat == "kendall":
         parts = [_kendall_parts(x, y) for x, y in blocks]
-        num, ax, ay = (sum(p[k] for p in parts) for k in range(3))
-        n = sum(p[3] for p in parts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tau = num / np.sqrt(ax * ay)
-        return np.where((n >= 3) & (ax > 0) & (ay > 0), tau, np.nan)
+        return _tau(*(sum(p[k] for p in parts) for k in range(4)))
     xs, ys = [], []
     for x, y in blocks:
         x, y, _ = _joint(x, y)
@@ -472,8 +471,7 @@ def json_judge_axis(files: Mapping[str, Path]) -> JudgeAxis:
             rows.append({"judge": judge, "task": bon_task(scorer),
                          "accuracy": np.nan if r["accuracy"] is None else float(r["accuracy"]), "n_pairs": int(r.get("evaluated_pairs", 0)),
                          "n_judgements": int(r.get("judgements", 0)), "source": str(path)})
-    return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs",
-                                                                   "n_judgements", "source"]))
+    return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=AXIS_COLUMNS))
 
 
 def load_published(path: Path | None = None) -> pd.DataFrame:
@@ -492,13 +490,18 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
 def published_judge_axis(path: Path | None = None) -> JudgeAxis:
     """Accuracies as published in the MMRB2 paper (binomial over the stated pair counts)."""
     table = load_published(path)
-    table = table[table.task.isin(list(TASK_NAMES))].copy()
+    return _csv_axis("published (MMRB2 paper)", table[table.task.isin(list(TASK_NAMES))].reset_index(drop=True),
+                     "published")
+
+
+def _csv_axis(label: str, table: pd.DataFrame, source: str) -> JudgeAxis:
+    """A judge axis from a judge, task, accuracy[, n_pairs][, source] table (binomial over n_pairs)."""
+    table = table.copy()
     if "n_pairs" not in table.columns:
         table["n_pairs"] = np.nan
     table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
-    table["source"] = table.get("source", pd.Series("published", index=table.index))
-    return JudgeAxis("published (MMRB2 paper)", table[AXIS_COLUMNS]
-                     .reset_index(drop=True))
+    table["source"] = table["source"] if "source" in table.columns else source
+    return JudgeAxis(label, table[AXIS_COLUMNS])
 
 
 def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
@@ -517,13 +520,8 @@ def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: 
     path = Path(text)
     if path.suffix == ".csv":
         table = load_published(path)
-        if "n_pairs" not in table.columns:
-            table["n_pairs"] = np.nan
-        table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
-        table["source"] = table["source"] if "source" in table.columns else str(path)
         table["task"] = [bon_task(t) if is_task(t) else t for t in table["task"]]
-        return JudgeAxis(f"accuracies from {path.name}", table[["judge", "task", "accuracy", "n_pairs", "n_judgements",
-                                                                 "source"]])
+        return _csv_axis(f"accuracies from {path.name}", table, str(path))
     raise BonError(f"{spec}: accuracies must be 'run', 'published', a CSV (judge, task, accuracy[, n_pairs]) "
                    "or JUDGE=FILE.json")
 
