@@ -20,9 +20,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import task_order
+from analysis.bon_metrics import load_scores, task_order
 from analysis.bundle import ReportBundle, compute
 from analysis.plots import TASK_TITLES
+from analysis.report import finite, fmt_p
 from analysis.statistics import POINT
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
@@ -112,16 +113,9 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _finite(v: Any) -> bool:
-    try:
-        return v is not None and math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def fmt(spec: str) -> Callable[[Any], str]:
     def f(v: Any) -> str:
-        if not _finite(v):
+        if not finite(v):
             return "–"
         text = format(float(v), spec)
         if text.lstrip("+-").replace(".", "").replace("%", "").strip("0") == "":  # "-0.000" from rounding
@@ -132,17 +126,11 @@ def fmt(spec: str) -> Callable[[Any], str]:
 
 def _p_text(v: Any) -> str:
     """``< 0.001`` or ``= 0.012``, for running text."""
-    return "–" if not _finite(v) else ("< 0.001" if float(v) < 0.001 else f"= {float(v):.3f}")
-
-
-def fmt_p(v: Any) -> str:
-    if not _finite(v):
-        return "–"
-    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
+    return "–" if not finite(v) else ("< 0.001" if float(v) < 0.001 else f"= {float(v):.3f}")
 
 
 def ci(lo: Any, hi: Any, spec: str = "+.2f") -> str:
-    if not (_finite(lo) and _finite(hi)):
+    if not (finite(lo) and finite(hi)):
         return "–"
     f = fmt(spec)
     return f"[{f(lo)}, {f(hi)}]"
@@ -181,7 +169,7 @@ def html_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], tab
             _, _, raw, shown, *extra = column
             v = raw(r)
             display = shown(r) if shown else ("–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v))
-            num = _finite(v) and not isinstance(v, (bool, np.bool_)) and not isinstance(v, str)
+            num = finite(v) and not isinstance(v, (bool, np.bool_)) and not isinstance(v, str)
             data_v = f' data-v="{float(v):.10g}"' if num else ""
             cls = " ".join(c for c in ("num" if num else "", *extra) if c)
             cells.append(f'<td{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}{data_v}>{esc(display)}</td>')
@@ -670,17 +658,17 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
         return '<p class="muted">No picks to show.</p>'
     run = RunFolder(Path(run_dir), existing=True)
     run_dir = run.root
-    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)} if run.prompts.exists() else {}
+    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)}
     judges = list(dict.fromkeys(prompts["judge"]))
     code = {j: f"J{i + 1}" for i, j in enumerate(judges)}
     out = ['<p class="legend">Judges: ' + " ".join(f'<span class="tag">{esc(code[j])}</span>{esc(j)}' for j in judges)
            + '. A green frame marks the verifier\'s best candidate; the bar shows the verifier score.</p>']
     chosen = _choose_prompts(prompts, per_task)
     gens = list(dict.fromkeys(prompts["generator"]))
-    cands: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
-    for gen in gens:
-        path = run.candidates(gen)
-        cands[gen] = {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)} if path.exists() else {}
+    cands = {gen: {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(run.candidates(gen))} for gen in gens}
+    all_scores: dict[tuple[str, str], dict[int, Any]] = {}  # (generator, prompt id) -> candidate index -> score
+    for (gen, pid, k), r in load_scores(run_dir).items():
+        all_scores.setdefault((gen, pid), {})[k] = r.get("score")
     for task, pid in chosen:
         rec = prompt_recs.get(pid, {})
         block = [f'<div class="prompt"><b>{esc(TASK_TITLES.get(task, task))} · {esc(pid)}</b>']
@@ -694,9 +682,9 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
             for j, idx in zip(mine["judge"], mine["index"]):
                 picks.setdefault(int(idx), []).append(j)
             base = run.candidates_dir(gen)
-            scores = _scores_for(run_dir, gen, pid)
-            finite = [s for s in scores.values() if _finite(s)]
-            best = max(finite) if finite else None
+            scores = all_scores.get((gen, pid), {})
+            scored = [s for s in scores.values() if finite(s)]
+            best = max(scored) if scored else None
             block.append(f'<div class="small muted" style="margin:6px 0 3px">generator <b>{esc(gen)}</b></div>'
                          '<div class="cands">')
             n = max([k for (p, k) in cands.get(gen, {}) if p == pid] + list(scores) + [-1]) + 1
@@ -704,10 +692,10 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
                 r = cands.get(gen, {}).get((pid, k))
                 s = scores.get(k)
                 who = picks.get(k, [])
-                cls = "cand oracle" if best is not None and _finite(s) and float(s) >= best else "cand"
+                cls = "cand oracle" if best is not None and finite(s) and float(s) >= best else "cand"
                 tags = "".join(f'<span class="tag" title="{esc(j)}">{esc(code[j])}</span>' for j in who)
-                width = max(0.0, min(1.0, float(s))) * 100 if _finite(s) else 0.0
-                bar = f'<div class="bar"><i style="width:{width:.0f}%"></i></div>' if _finite(s) else ""
+                width = max(0.0, min(1.0, float(s))) * 100 if finite(s) else 0.0
+                bar = f'<div class="bar"><i style="width:{width:.0f}%"></i></div>' if finite(s) else ""
                 body = content_html(r.get("content"), base) if r else '<div class="t">(candidate not found)</div>'
                 block.append(f'<div class="{cls}">{body}<div>#{k} · score <b>{esc(fmt(".3f")(s))}</b></div>{bar}'
                              f"<div>{tags or '<span class=muted>no picks</span>'}</div></div>")
@@ -715,22 +703,6 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
         block.append("</div>")
         out.append("".join(block))
     return "\n".join(out)
-
-
-_SCORE_CACHE: dict[Path, dict[tuple[str, str], dict[int, Any]]] = {}
-
-
-def _scores_for(run_dir: Path, gen: str, pid: str) -> dict[int, Any]:
-    path = RunFolder(Path(run_dir), existing=True).scores.resolve()
-    mtime = path.stat().st_mtime if path.exists() else 0
-    key = Path(f"{path}@{mtime}")
-    if key not in _SCORE_CACHE:
-        table: dict[tuple[str, str], dict[int, Any]] = {}
-        for _, r in read_jsonl(path):
-            table.setdefault((r["generator"], r["prompt_id"]), {})[int(r["index"])] = r.get("score")
-        _SCORE_CACHE.clear()
-        _SCORE_CACHE[key] = table
-    return _SCORE_CACHE[key].get((gen, pid), {})
 
 
 # --- two runs side by side ------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ def _correlations(b: ReportBundle, out: RunFolder) -> str:
         "τ": t["kendall_tau"], "τ 95% CI": _intervals(t, "kendall_lo", "kendall_hi"),
         "warning": t["warning"].fillna(""),
     })
-    return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": _p, "p (ρ)": _p})
+    return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": fmt_p, "p (ρ)": fmt_p})
 
 
 def _per_task(b: ReportBundle, out: RunFolder) -> str:
@@ -339,11 +339,13 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+def fmt_p(v: Any) -> str:
+    if not finite(v):
+        return DASH
+    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
     try:
         return v is not None and math.isfinite(float(v))
     except (TypeError, ValueError):
@@ -351,11 +353,11 @@ def _finite(v: Any) -> bool:
 
 
 def _signed(v: Any) -> str:
-    return f"{float(v):+.2f}" if _finite(v) else DASH
+    return f"{float(v):+.2f}" if finite(v) else DASH
 
 
 def _interval(lo: Any, hi: Any, spec: str = "+.2f") -> str:
-    return f"{format(float(lo), spec)} to {format(float(hi), spec)}" if _finite(lo) and _finite(hi) else DASH
+    return f"{format(float(lo), spec)} to {format(float(hi), spec)}" if finite(lo) and finite(hi) else DASH
 
 
 def _intervals(t: pd.DataFrame, lo: str, hi: str, spec: str = "+.2f") -> list[str]:
