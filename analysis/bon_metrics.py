@@ -254,7 +254,7 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
         return pd.DataFrame(columns=METRIC_COLUMNS)
     rows = []
     for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
-        ci = _setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
+        ci = setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
         for j, judge in enumerate(judges):
             mine = sub[sub.judge == judge]
             bon = _mean(mine["pick_score"])
@@ -282,7 +282,7 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
-def _setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
+def setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
                        bootstrap: int, level: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates)."""
     if bootstrap <= 0:
