@@ -204,15 +204,18 @@ MARKERS = {"knockout": "o", "gated": "v", "seeded": "s", "round-robin": "D", "ea
 def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Calls per prompt (x) against Best-of-N score and recovery (y): one line per judge through its
     settings, one marker shape per kind of setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    from analysis.plots import save_figure
+
     judges = list(dict.fromkeys(r["judge"] for r in records))
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4))
-    colours = plt.get_cmap("tab10")
+    fig = Figure(figsize=(14, 5.4))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2)
+    colours = colormaps["tab10"]
     for i, judge in enumerate(judges):
         mine = sorted((r for r in records if r["judge"] == judge), key=lambda r: r["calls_per_prompt"])
         for ax, key in zip(axes, ("bon_score", "recovery")):
@@ -242,10 +245,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
     fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.85, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)[0]
 
 
 def _baselines(scores: Mapping, groups: Sequence) -> dict[str, float]:
