@@ -262,12 +262,9 @@ def section_markdown(records: Mapping[str, Any]) -> str:
     """The report section: what the axes are (with the verifier's measured agreement), then the tables."""
     if "skipped" in records:
         return f"## Which MMRB2 number predicts Best-of-N?\n\nSkipped: {records['skipped']}.\n"
-    return markdown(records, what_the_axes_are(records.get("verifier") or "?", records.get("verifier_agreement") or {}))
-
-
-def markdown(records: Mapping[str, Any], preamble: str = "") -> str:
     source = f" (on {records['source']})" if records.get("source") else ""
-    lines = [f"## Which MMRB2 number predicts Best-of-N?{source}\n", preamble]
+    lines = [f"## Which MMRB2 number predicts Best-of-N?{source}\n",
+             what_the_axes_are(records.get("verifier") or "?", records.get("verifier_agreement") or {})]
     flags = records.get("shared_grader") or []
     if flags:
         lines.append("**Shares the verifier's grader** (its Best-of-N gain is inflated by sharing the verifier's "

@@ -20,6 +20,8 @@ from analysis.bundle import ReportBundle
 from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
+from analysis.predictors import figure_title, section_markdown
+from analysis.tradeoff import tradeoff_figure, tradeoff_markdown
 from bon.runfolder import RunFolder, write_json, write_text
 
 DASH = "–"
@@ -50,8 +52,6 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
     """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
     out: dict[str, list[Path]] = {}
-    from analysis.predictors import figure_title  # the subtitle says what the axes are in this study
-
     png = correlation_figure(b.metrics, folder.figure, intervals=b.correlations, formats=("png", "svg"),
                              note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed), title=figure_title(b.study))
     out["correlation"] = [png, png.with_suffix(".svg")]
@@ -62,8 +62,6 @@ def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
     if b.power:
         out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
     if b.tradeoff and b.tradeoff.get("records"):
-        from analysis.tradeoff import tradeoff_figure
-
         out["tradeoff"] = [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]
     return out
 
@@ -95,8 +93,6 @@ def _header(b: ReportBundle, out: RunFolder) -> str:
         lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
                      f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
                      f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges; details and caveats below.\n")
-    from analysis.predictors import figure_title
-
     lines.append(f"**The axes:** {figure_title(b.study).partition(chr(10))[2]}\n")  # one sentence, as under the figure
     return "\n".join(line for line in lines if line)
 
@@ -278,8 +274,6 @@ def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
 
 def _predictors(b: ReportBundle, out: RunFolder) -> str:
     """Which MMRB2 number predicts Best-of-N, the verifier's agreement and judges sharing its grader."""
-    from analysis.predictors import section_markdown
-
     return section_markdown(b.predictors) if b.predictors else ""
 
 
@@ -287,8 +281,6 @@ def _tradeoff(b: ReportBundle, out: RunFolder) -> str:
     """Calls per prompt against Best-of-N score for every way of running each judge (``bon tradeoff``)."""
     if not b.tradeoff or not b.tradeoff.get("records"):
         return ""
-    from analysis.tradeoff import tradeoff_markdown
-
     figure = b.figures.get("tradeoff", [out.figure_file("tradeoff")])[0]
     return (tradeoff_markdown(b.tradeoff["records"], b.max_loss, Path(figure).relative_to(out.root).as_posix())
             + "\nLoss = full protocol's Best-of-N score minus the setting's, on the same prompts (95% paired bootstrap "
