@@ -550,9 +550,7 @@ class Setting:
 
     @property
     def n_prompts(self) -> int:
-        if self.scores is not None:
-            return int(np.isfinite(self.scores).any(0).sum())
-        return 0
+        return int(np.isfinite(self.scores).any(0).sum()) if self.scores is not None else 0
 
     def point(self) -> np.ndarray:
         if self.scores is not None:
@@ -661,16 +659,11 @@ def correlation_intervals(settings: Sequence[Setting], axis: JudgeAxis, bootstra
         xb = np.where(np.isfinite(y)[None, :], x_reps[s.task], np.nan)
         blocks.append(_Block(s, x, y, xb, yb))
 
-    if "judges" in resample and judges:
-        rng = np.random.default_rng(derive_seed(seed, "judges"))
-        jidx = rng.integers(0, len(judges), size=(bootstrap, len(judges)))
-    else:
-        jidx = None
+    rng = np.random.default_rng(derive_seed(seed, "judges"))
+    jidx = rng.integers(0, len(judges), size=(bootstrap, len(judges))) if "judges" in resample and judges else None
 
-    rows = []
-    for b in blocks:
-        rows.append(_row([b], axis, bootstrap, seed, level, permutations, jidx, "setting", b.setting.task,
-                         b.setting.generator, b.setting.strategy, judges))
+    rows = [_row([b], axis, bootstrap, seed, level, permutations, jidx, "setting", b.setting.task, b.setting.generator,
+                 b.setting.strategy, judges) for b in blocks]
     if pooled_rows:
         for task in task_order(s.task for s in settings):
             mine = [b for b in blocks if b.setting.task == task]
