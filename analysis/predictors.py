@@ -45,8 +45,8 @@ from bon.tasks import TASKS, bon_task, scorer_task
 from analysis.bon_metrics import (iter_settings, multinomial_weights, setting_matrix, task_order,
                                   weighted_means)
 from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearson, spearman
-from bon.content import slug
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
 
 PREDICTORS = {
@@ -63,16 +63,15 @@ PREDICTORS = {
 
 def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, PairOutcomes]:
     """The run's preference set (``mmrb2/``) and its judges' judgment files, per Best-of-N task."""
-    root = Path(run_dir) / "mmrb2"
+    run = RunFolder(Path(run_dir), existing=True)
     out: dict[str, PairOutcomes] = {}
-    for task_def in TASKS:
-        file = task_def.file
-        if not (root / file).exists():
+    for task in TASKS:
+        if not (run.mmrb2 / task.file).exists():
             continue
-        judgments = {j: mmrb2.load_judgments(root / "judgments" / slug(j) / file) for j in judges
-                     if (root / "judgments" / slug(j) / file).exists()}
+        files = {j: run.judgment_file(j, task.file) for j in judges}
+        judgments = {j: mmrb2.load_judgments(f) for j, f in files.items() if f.exists()}
         if judgments:
-            out[task_def.name] = pair_outcomes(task_def.name, mmrb2.load_pairs(root / file), judgments)
+            out[task.name] = pair_outcomes(task.name, mmrb2.load_pairs(run.mmrb2 / task.file), judgments)
     return out
 
 
