@@ -23,6 +23,7 @@ independent of which other judges or settings are in the run.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from pathlib import Path
@@ -90,14 +91,31 @@ def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
     return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)}
 
 
+def read_config(run_dir: Path) -> dict[str, Any]:
+    """config.yaml as a dict ({} when missing or unreadable: the analysis does not need it)."""
+    try:
+        raw = yaml.safe_load(RunFolder(Path(run_dir), existing=True).config.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def run_n(run_dir: Path) -> int | None:
     """Candidates per prompt from the run's ``config.yaml`` (None when it cannot be read)."""
-    path = RunFolder(Path(run_dir), existing=True).config
     try:
-        study = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("study") or {}
-        return int(study["n"])
-    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return int((read_config(run_dir).get("study") or {})["n"])
+    except (KeyError, TypeError, ValueError):
         return None
+
+
+def read_json(path: Path, what: str = "") -> Any:
+    """A JSON file of the run folder, or None when it is not there; a one-line error when unreadable."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BonError(f"{path}: unreadable {what}({exc})") from None
 
 
 # --- one row per pick -----------------------------------------------------------------------------
@@ -236,7 +254,7 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
         return pd.DataFrame(columns=METRIC_COLUMNS)
     rows = []
     for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
-        ci = _setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
+        ci = setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
         for j, judge in enumerate(judges):
             mine = sub[sub.judge == judge]
             bon = _mean(mine["pick_score"])
@@ -264,7 +282,7 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
-def _setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
+def setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
                        bootstrap: int, level: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates)."""
     if bootstrap <= 0:
@@ -305,11 +323,6 @@ def results_table(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, 
     metrics = bon_metrics(prompt_level(list(picks), scores, n), bootstrap=0, n=n)
     metrics["mmrb2_accuracy"] = [accuracies.get(j, {}).get(t, math.nan) for j, t in zip(metrics["judge"], metrics["task"])]
     return results_view(metrics)
-
-
-def run_metrics(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """:func:`bon_metrics` of a run folder."""
-    return bon_metrics(load_prompt_level(run_dir), bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir))
 
 
 def _mean(values: pd.Series) -> float:

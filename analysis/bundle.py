@@ -9,21 +9,20 @@ in :meth:`ReportBundle.tables` and a section in :data:`analysis.report.SECTIONS`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from analysis.bon_metrics import bon_metrics, load_prompt_level, results_view, run_n, with_accuracies
+from analysis.bon_metrics import (bon_metrics, load_prompt_level, read_config, read_json, results_view, run_n,
+                                  with_accuracies)
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
-from analysis.predictors import TaskPairs, bundle_records
-from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, accuracy_axis, correlation_intervals, run_judge_axis,
-                                 settings_from_prompts)
+from analysis.predictors import bundle_records
+from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, accuracy_axis, correlation_intervals,
+                                 run_judge_axis, settings_from_prompts)
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
@@ -122,23 +121,11 @@ class ReportBundle:
         return None
 
 
-def read_study(run_dir: Path) -> dict[str, Any]:
-    """config.yaml as a dict ({} when missing or unreadable: the analysis does not need it)."""
-    try:
-        raw = yaml.safe_load(RunFolder(Path(run_dir), existing=True).config.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
-
-
 def load_curves(run_dir: Path) -> pd.DataFrame | None:
     """Rows of every ``curves/*.json`` (``bon curve --json``) with their judge, or None when there are none."""
     rows = []
     for file in sorted(RunFolder(Path(run_dir), existing=True).curves.glob("*.json")):
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise BonError(f"{file}: unreadable curve ({exc})") from None
+        data = read_json(file, "curve ")
         for r in data.get("curve", []):
             rows.append({**r, "judge": data.get("judge", file.stem), "strategy": data.get("strategy", "")})
     return pd.DataFrame(rows) if rows else None
@@ -160,7 +147,7 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
 def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
             accuracies: str | Path | JudgeAxis | None = "run",
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
-            power: bool = True, power_width: float = 0.5, predictor_pairs: Mapping[str, TaskPairs] | None = None,
+            power: bool = True, power_width: float = 0.5, predictor_pairs: Mapping[str, PairOutcomes] | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS) -> ReportBundle:
     """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
@@ -186,7 +173,7 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
                                           prompts=prompts, axis=axis)
         except BonError:
             power_result = None
-    config = read_study(run_dir)
+    config = read_config(run_dir)
     study = config.get("study") or {}
     return ReportBundle(
         run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,

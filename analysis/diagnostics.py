@@ -17,9 +17,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from analysis.report import _write_atomic
 from bon.errors import BonError
 from bon.mmrb2 import FLIP, Pair, accuracy, find_task_file, has_task_file, load_judgments, load_pairs, overall
+from bon.runfolder import strict, write_text
 from bon.tasks import TASKS, scorer_task
 
 # Generation tasks: a 1-6 rating votes A at 5-6, B at 1-2, and abstains at 3-4 (the uncertain middle).
@@ -380,21 +380,12 @@ def _grades(value: Any) -> list[str] | None:
 def write_diagnostics(result: Mapping[str, Any], out_dir: Path | None, json_out: Path | None) -> None:
     """``report.md`` and PNG figures in ``out_dir``, and/or every number as JSON (NaN written as null)."""
     if json_out is not None:
-        _write_atomic(Path(json_out), json.dumps(_jsonable(result), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+        write_text(Path(json_out), json.dumps(strict(result), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     if out_dir is not None:
         from analysis.diagnostics_report import draw_figures, report_markdown
 
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         figures = draw_figures(result, out_dir)
-        _write_atomic(out_dir / "report.md", report_markdown(result, figures))
+        write_text(out_dir / "report.md", report_markdown(result, figures))
 
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj

@@ -36,6 +36,16 @@ def _new(ncols: int, nrows: int, w: float, h: float) -> tuple[Figure, np.ndarray
     return fig, fig.subplots(nrows, ncols, squeeze=False)
 
 
+def _log_x(ax: Any, ticks: Sequence[float], base: int = 10) -> None:
+    """A log x axis labelled at ``ticks``, in the figures' small type with a light grid."""
+    ax.set_xscale("log", base=base)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(int(n)) for n in ticks])
+    ax.minorticks_off()
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.25, lw=0.5)
+
+
 # --- Best-of-n curves ----------------------------------------------------------------------------
 
 
@@ -71,13 +81,7 @@ def bon_curves_figure(curves: pd.DataFrame | Sequence[Mapping[str, Any]], path: 
                 st = styles[judge]
                 ax.plot(mine["n"], mine["bon_score"], color=st["color"], ls=st["ls"], marker=st["marker"],
                         markersize=4.5, markeredgecolor="0.15", markeredgewidth=0.4, lw=1.3, zorder=3)
-            ax.set_xscale("log", base=2)
-            ns = sorted(set(sub["n"]))
-            ax.set_xticks(ns)
-            ax.set_xticklabels([str(int(n)) for n in ns])
-            ax.minorticks_off()
-            ax.tick_params(labelsize=8)
-            ax.grid(alpha=0.25, lw=0.5)
+            _log_x(ax, sorted(set(sub["n"])), base=2)
             if r == len(tasks) - 1:
                 ax.set_xlabel("candidates per prompt (n)", fontsize=9)
             if c == 0:
@@ -211,15 +215,9 @@ def power_figure(grid: pd.DataFrame, path: Path, width: float | None = None,
                             xytext=(2, -3), textcoords="offset points", ha="left", va="top", fontsize=8,
                             bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.8))
     for ax, ylabel in zip(axes[0], ("median width of the 95% CI for r", "share of studies whose CI excludes 0")):
-        ax.set_xscale("log")
-        ns = sorted(set(grid["prompts"]))
-        ax.set_xticks(ns)
-        ax.set_xticklabels([str(int(n)) for n in ns])
-        ax.minorticks_off()
+        _log_x(ax, sorted(set(grid["prompts"])))
         ax.set_xlabel("prompts per setting", fontsize=9)
         ax.set_ylabel(ylabel, fontsize=9)
-        ax.tick_params(labelsize=8)
-        ax.grid(alpha=0.25, lw=0.5)
     axes[0, 1].set_ylim(-0.02, 1.02)
     axes[0, 0].legend(fontsize=8)
     fig.suptitle(f"How many judges and prompts? (simulated from the pilot; {int(grid['pairs'].iloc[0])} MMRB2 pairs "

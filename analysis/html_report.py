@@ -20,9 +20,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import task_order
+from analysis.bon_metrics import load_scores, task_order
 from analysis.bundle import ReportBundle, compute
 from analysis.plots import TASK_TITLES
+from analysis.report import finite, fmt_p
+from analysis.statistics import POINT
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
@@ -111,16 +113,9 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _finite(v: Any) -> bool:
-    try:
-        return v is not None and math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def fmt(spec: str) -> Callable[[Any], str]:
     def f(v: Any) -> str:
-        if not _finite(v):
+        if not finite(v):
             return "–"
         text = format(float(v), spec)
         if text.lstrip("+-").replace(".", "").replace("%", "").strip("0") == "":  # "-0.000" from rounding
@@ -131,17 +126,11 @@ def fmt(spec: str) -> Callable[[Any], str]:
 
 def _p_text(v: Any) -> str:
     """``< 0.001`` or ``= 0.012``, for running text."""
-    return "–" if not _finite(v) else ("< 0.001" if float(v) < 0.001 else f"= {float(v):.3f}")
-
-
-def fmt_p(v: Any) -> str:
-    if not _finite(v):
-        return "–"
-    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
+    return "–" if not finite(v) else ("< 0.001" if float(v) < 0.001 else f"= {float(v):.3f}")
 
 
 def ci(lo: Any, hi: Any, spec: str = "+.2f") -> str:
-    if not (_finite(lo) and _finite(hi)):
+    if not (finite(lo) and finite(hi)):
         return "–"
     f = fmt(spec)
     return f"[{f(lo)}, {f(hi)}]"
@@ -157,6 +146,19 @@ def col(label: str, key: str, spec: str | Callable[[Any], str] | None = None, ti
     return (label, title, (lambda r: r.get(key)), (lambda r: f(r.get(key))) if f else None)
 
 
+def text(label: str, get: str | Callable[[Mapping[str, Any]], Any], cls: str = "") -> Column:
+    """A column shown as it is: a row key, or a function of the row."""
+    return (label, "", (lambda r: r[get]) if isinstance(get, str) else get, None, cls)
+
+
+def interval(label: str, lo: str, hi: str, spec: str = "+.2f", title: str = "") -> Column:
+    """``[lo, hi]`` of two row keys, sorted by the lower end."""
+    return (label, title, lambda r: r.get(lo), lambda r: ci(r.get(lo), r.get(hi), spec))
+
+
+TASK = text("task", lambda r: TASK_TITLES.get(r["task"], r["task"]))
+
+
 def html_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], table_id: str | None = None,
                sortable: bool = True, flag: Callable[[Mapping[str, Any]], str] | None = None) -> str:
     head = "".join(f'<th title="{esc(c[1])}">{esc(c[0])}</th>' if c[1] else f"<th>{esc(c[0])}</th>" for c in columns)
@@ -164,14 +166,13 @@ def html_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], tab
     for r in rows:
         cells = []
         for column in columns:
-            _, _, raw, shown = column[:4]
-            extra = column[4] if len(column) > 4 else ""
+            _, _, raw, shown, *extra = column
             v = raw(r)
-            text = shown(r) if shown else ("–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v))
-            num = _finite(v) and not isinstance(v, (bool, np.bool_)) and not isinstance(v, str)
+            display = shown(r) if shown else ("–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v))
+            num = finite(v) and not isinstance(v, (bool, np.bool_)) and not isinstance(v, str)
             data_v = f' data-v="{float(v):.10g}"' if num else ""
-            cls = " ".join(c for c in ("num" if num else "", extra) if c)
-            cells.append(f'<td{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}{data_v}>{esc(text)}</td>')
+            cls = " ".join(c for c in ("num" if num else "", *extra) if c)
+            cells.append(f'<td{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}{data_v}>{esc(display)}</td>')
         why = flag(r) if flag else ""
         cls = f' class="flag" title="{esc(why)}"' if why else ""
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
@@ -274,25 +275,15 @@ CORR_TITLE = {
 
 
 def correlation_columns() -> list[Column]:
-    def scope(r: Mapping[str, Any]) -> str:
-        return {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}.get(r["scope"], r["scope"])
-
-    cols: list[Column] = [
-        ("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
-        ("generator", "", lambda r: r["generator"], None),
-        ("scope", "", scope, None),
-        col("judges", "n_judges"), col("prompts", "n_prompts"), col("pairs", "n_pairs"),
-    ]
+    scope = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
+    cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: scope.get(r["scope"], r["scope"])),
+                          col("judges", "n_judges"), col("prompts", "n_prompts"), col("pairs", "n_pairs")]
     for stat, sym in (("pearson", "r"), ("spearman", "ρ"), ("kendall", "τ")):
-        point = {"pearson": "pearson_r", "spearman": "spearman_rho", "kendall": "kendall_tau"}[stat]
-        cols.append((sym, "", (lambda r, p=point: r.get(p)), (lambda r, p=point: fmt("+.2f")(r.get(p)))))
-        cols.append(("95% CI", CORR_TITLE["r [95% CI]"].replace("Pearson r", sym),
-                     (lambda r, s=stat: r.get(f"{s}_lo")), (lambda r, s=stat: ci(r.get(f"{s}_lo"), r.get(f"{s}_hi")))))
+        cols.append(col(sym, POINT[stat], "+.2f"))
+        cols.append(interval("95% CI", f"{stat}_lo", f"{stat}_hi", title=CORR_TITLE["r [95% CI]"].replace("Pearson r", sym)))
         if stat == "pearson":
-            cols.append(("CI (meas.)", CORR_TITLE["CI (measurement)"], lambda r: r.get("pearson_lo_meas"),
-                         lambda r: ci(r.get("pearson_lo_meas"), r.get("pearson_hi_meas"))))
-        cols.append((f"p ({sym})", CORR_TITLE["p (perm.)"], (lambda r, s=stat: r.get(f"{s}_p_perm")),
-                     (lambda r, s=stat: fmt_p(r.get(f"{s}_p_perm")))))
+            cols.append(interval("CI (meas.)", "pearson_lo_meas", "pearson_hi_meas", title=CORR_TITLE["CI (measurement)"]))
+        cols.append(col(f"p ({sym})", f"{stat}_p_perm", fmt_p, CORR_TITLE["p (perm.)"]))
         if stat == "pearson":
             cols.append(("LOO range (r)", CORR_TITLE["LOO range"], lambda r: r.get("pearson_loo_min"),
                          lambda r: ci(r.get("pearson_loo_min"), r.get("pearson_loo_max")).strip("[]")))
@@ -301,19 +292,12 @@ def correlation_columns() -> list[Column]:
 
 def metrics_columns() -> list[Column]:
     return [
-        ("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
-        ("generator", "", lambda r: r["generator"], None),
-        ("judge", "", lambda r: r["judge"], None),
-        col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"),
-        ("acc. 95% CI", "", lambda r: r.get("acc_lo"), lambda r: ci(r.get("acc_lo"), r.get("acc_hi"), ".1f")),
-        col("BoN", "bon_score", ".3f"),
-        ("BoN 95% CI", "", lambda r: r.get("bon_lo"), lambda r: ci(r.get("bon_lo"), r.get("bon_hi"), ".3f")),
+        TASK, text("generator", "generator"), text("judge", "judge"),
+        col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"), interval("acc. 95% CI", "acc_lo", "acc_hi", ".1f"),
+        col("BoN", "bon_score", ".3f"), interval("BoN 95% CI", "bon_lo", "bon_hi", ".3f"),
         col("random", "random_score", ".3f"), col("oracle", "oracle_score", ".3f"),
-        col("gain", "gain", "+.3f"),
-        ("gain 95% CI", "", lambda r: r.get("gain_lo"), lambda r: ci(r.get("gain_lo"), r.get("gain_hi"), "+.3f")),
-        col("recovery", "recovery", ".0%"),
-        ("recovery 95% CI", "", lambda r: r.get("recovery_lo"),
-         lambda r: ci(r.get("recovery_lo"), r.get("recovery_hi"), ".0%")),
+        col("gain", "gain", "+.3f"), interval("gain 95% CI", "gain_lo", "gain_hi", "+.3f"),
+        col("recovery", "recovery", ".0%"), interval("recovery 95% CI", "recovery_lo", "recovery_hi", ".0%"),
         col("win rate", "win_rate", ".2f", "P(pick beats another candidate of the prompt), ties count half"),
         col("mean rank", "mean_rank", ".2f", "rank of the pick among the N candidates, 1 = best"),
         col("oracle hit", "oracle_hit", ".0%", "share of prompts where the pick scored as high as the best candidate"),
@@ -324,17 +308,15 @@ def metrics_columns() -> list[Column]:
 
 def leaderboard_columns() -> list[Column]:
     return [
-        col("#", "rank"), ("judge", "", lambda r: r["judge"], None),
+        col("#", "rank"), text("judge", "judge"),
         col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"), col("BoN", "bon_score", ".3f"),
-        ("95% CI", "", lambda r: r.get("bon_lo"), lambda r: ci(r.get("bon_lo"), r.get("bon_hi"), ".3f")),
-        col("gain", "gain", "+.3f"),
+        interval("95% CI", "bon_lo", "bon_hi", ".3f"), col("gain", "gain", "+.3f"),
         ("vs best", "paired difference of means on the same prompts", lambda r: r.get("diff_vs_best"),
          lambda r: "best" if r.get("rank") == 1 else fmt("+.3f")(r.get("diff_vs_best"))),
         ("95% CI", "", lambda r: r.get("diff_lo"),
          lambda r: "" if r.get("rank") == 1 else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
-        ("p (Holm)", "sign-flip permutation p-value, Holm-adjusted over the judges", lambda r: r.get("p_holm"),
-         lambda r: fmt_p(r.get("p_holm"))),
-        ("verdict", "", lambda r: "best" if r.get("rank") == 1 else ("tied" if r.get("tied_with_best") else "worse"), None),
+        col("p (Holm)", "p_holm", fmt_p, "sign-flip permutation p-value, Holm-adjusted over the judges"),
+        text("verdict", lambda r: "best" if r.get("rank") == 1 else ("tied" if r.get("tied_with_best") else "worse")),
         col("calls/prompt", "calls_per_prompt", ".1f"), col("$/prompt", "usd_per_prompt", ".4f"),
         col("s/prompt", "seconds_per_prompt", ".4f"), col("gain/call", "gain_per_call", "+.4f"),
         col("gain/$", "gain_per_dollar", "+.1f"),
@@ -374,7 +356,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     parts.append('<p class="muted small">Rows marked ⚠ are too thin to lean on; hover a row for the reason. '
                  "Pooled rows correlate within-setting standardised values, so a generator that is better everywhere "
                  "cannot create a correlation. Click any header to sort.</p>")
-    cols = correlation_columns() + [("warning", "", lambda r: r.get("warning", ""), None, "warn")]
+    cols = correlation_columns() + [text("warning", lambda r: r.get("warning", ""), "warn")]
     parts.append(html_table(records(corr), cols, "corr", flag=lambda r: r.get("warning", "")))
 
     # per judge
@@ -391,10 +373,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     parts.append(f'<p class="muted small">Source: {esc(label)}. Official MMRB2 semantics: both orders of every pair, '
                  "first sample, unanswered judgements left out; 50% is chance. Interval: pairs resampled."
                  + (f" Excluded sources: {esc(excluded)}." if excluded else "") + "</p>")
-    acc_cols = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None), ("judge", "", lambda r: r["judge"], None),
-                col("accuracy %", "accuracy", ".1f"),
-                ("95% CI", "", lambda r: r.get("acc_lo"), lambda r: ci(r.get("acc_lo"), r.get("acc_hi"), ".1f")),
-                col("pairs", "n_pairs"), col("judgements", "n_judgements")]
+    acc_cols = [TASK, text("judge", "judge"), col("accuracy %", "accuracy", ".1f"),
+                interval("95% CI", "acc_lo", "acc_hi", ".1f"), col("pairs", "n_pairs"), col("judgements", "n_judgements")]
     parts.append(html_table(records(acc), acc_cols, "acc"))
 
     parts.append(predictors_html(b.predictors))
@@ -446,11 +426,9 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     return _page(title, "\n".join(p for p in parts if p))
 
 
-PREDICTOR_COLUMNS = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
-                     ("generator", "", lambda r: r["generator"], None), col("judges", "n_judges"), col("r", "r", "+.2f"),
-                     ("r 95% CI", "", lambda r: r.get("r_lo"), lambda r: ci(r.get("r_lo"), r.get("r_hi"))),
-                     col("ρ", "rho", "+.2f"),
-                     ("ρ 95% CI", "", lambda r: r.get("rho_lo"), lambda r: ci(r.get("rho_lo"), r.get("rho_hi")))]
+PREDICTOR_COLUMNS = [TASK, text("generator", "generator"), col("judges", "n_judges"), col("r", "r", "+.2f"),
+                     interval("r 95% CI", "r_lo", "r_hi"), col("ρ", "rho", "+.2f"), interval("ρ 95% CI", "rho_lo", "rho_hi")]
+GATING = text("gating", lambda r: r.get("gating") or "")
 
 
 def predictors_html(rec: Mapping[str, Any] | None) -> str:
@@ -470,15 +448,13 @@ def predictors_html(rec: Mapping[str, Any] | None) -> str:
         parts.append("<p>How often the verifier's score order agrees with the annotators' label on the preference set "
                      "(measured; a verifier tie counts half):</p>")
         parts.append(html_table([{"task": t, **a} for t, a in agreement.items()],
-                                [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None), col("pairs", "pairs"),
-                                 ("agreement", "", lambda r: r.get("agreement"), lambda r: fmt(".1%")(r.get("agreement"))),
+                                [TASK, col("pairs", "pairs"), col("agreement", "agreement", ".1%"),
                                  col("verifier ties", "ties")], sortable=False))
     if rec.get("shared_grader"):
         parts.append("<p><b>Shares the verifier's grader</b> (its gain is inflated by sharing the verifier's errors; "
                      "residual = gain minus what the line fitted on the other judges predicts):</p>")
         parts.append(html_table(rec["shared_grader"], [
-            ("judge", "", lambda r: r["judge"], None), ("grader", "", lambda r: r["grader_family"], None),
-            ("task", "", lambda r: r["task"], None), ("generator", "", lambda r: r["generator"], None),
+            text("judge", "judge"), text("grader", "grader_family"), text("task", "task"), text("generator", "generator"),
             col("accuracy %", "accuracy", ".1f"), col("gain", "gain", "+.3f"), col("expected", "expected_gain", "+.3f"),
             col("residual", "residual", "+.3f")]))
     for key, label in PREDICTORS.items():
@@ -490,11 +466,9 @@ def predictors_html(rec: Mapping[str, Any] | None) -> str:
         parts.append("<p>Does same-model accuracy predict better than overall accuracy? Paired bootstrap of r(same-model) "
                      "− r(overall) on the same replicates:</p>")
         parts.append(html_table(rec["same_vs_overall"], [
-            ("task", "", lambda r: r["task"], None), ("generator", "", lambda r: r["generator"], None),
-            col("r same-model", "r_same_model", "+.2f"), col("r overall", "r_overall", "+.2f"),
-            col("difference", "difference", "+.2f"),
-            ("95% CI", "", lambda r: r.get("diff_lo"), lambda r: ci(r.get("diff_lo"), r.get("diff_hi"))),
-            ("p", "", lambda r: r.get("p_boot"), lambda r: fmt_p(r.get("p_boot"))), ("verdict", "", lambda r: r["verdict"], None)]))
+            text("task", "task"), text("generator", "generator"), col("r same-model", "r_same_model", "+.2f"),
+            col("r overall", "r_overall", "+.2f"), col("difference", "difference", "+.2f"),
+            interval("95% CI", "diff_lo", "diff_hi"), col("p", "p_boot", fmt_p), text("verdict", "verdict")]))
     return "".join(parts)
 
 
@@ -504,11 +478,11 @@ def cheapest_html(rows: Sequence[Mapping[str, Any]], max_loss: float) -> str:
         return ""
     return (f"<p>Cheapest way to run each judge whose Best-of-N loss against the full protocol stays within {max_loss:g} "
             "(upper end of its 95% interval; gates the flip analysis calls unsafe left out):</p>"
-            + html_table(rows, [("judge", "", lambda r: r["judge"], None), ("setting", "", lambda r: r["cheapest_setting"], None),
+            + html_table(rows, [text("judge", "judge"), text("setting", "cheapest_setting"),
                                 col("calls/prompt", "calls_per_prompt", ".2f"), col("full protocol", "full_calls_per_prompt", ".2f"),
                                 col("calls cut", "calls_cut", ".0%"), col("$/prompt", "usd_per_prompt", ".4f"),
                                 col("BoN", "bon_score", ".3f"), col("loss", "loss", "+.4f"),
-                                col("loss 95% upper", "loss_hi", "+.4f"), ("gating", "", lambda r: r.get("gating") or "", None)]))
+                                col("loss 95% upper", "loss_hi", "+.4f"), GATING]))
 
 
 def tradeoff_html(tradeoff: Mapping[str, Any] | None, figure: Sequence[Path] | None) -> str:
@@ -521,11 +495,9 @@ def tradeoff_html(tradeoff: Mapping[str, Any] | None, figure: Sequence[Path] | N
                               "line per judge through its settings; hollow markers: gates the reverse-flip analysis calls "
                               "unsafe for that judge.", "calls per prompt against Best-of-N score") + html_table(
         tradeoff["records"], [
-            ("judge", "", lambda r: r["judge"], None), ("setting", "", lambda r: r["setting"], None),
-            col("calls/prompt", "calls_per_prompt", ".2f"), col("calls cut", "calls_cut", ".0%"),
-            col("BoN", "bon_score", ".4f"), col("recovery", "recovery", ".3f"), col("loss", "loss", "+.4f"),
-            ("loss 95% CI", "", lambda r: r.get("loss_lo"), lambda r: ci(r.get("loss_lo"), r.get("loss_hi"), "+.4f")),
-            ("gating", "", lambda r: r.get("gating") or "", None)], "tradeoff")
+            text("judge", "judge"), text("setting", "setting"), col("calls/prompt", "calls_per_prompt", ".2f"),
+            col("calls cut", "calls_cut", ".0%"), col("BoN", "bon_score", ".4f"), col("recovery", "recovery", ".3f"),
+            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"), GATING], "tradeoff")
 
 
 def _cards(b: ReportBundle) -> str:
@@ -686,17 +658,17 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
         return '<p class="muted">No picks to show.</p>'
     run = RunFolder(Path(run_dir), existing=True)
     run_dir = run.root
-    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)} if run.prompts.exists() else {}
+    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)}
     judges = list(dict.fromkeys(prompts["judge"]))
     code = {j: f"J{i + 1}" for i, j in enumerate(judges)}
     out = ['<p class="legend">Judges: ' + " ".join(f'<span class="tag">{esc(code[j])}</span>{esc(j)}' for j in judges)
            + '. A green frame marks the verifier\'s best candidate; the bar shows the verifier score.</p>']
     chosen = _choose_prompts(prompts, per_task)
     gens = list(dict.fromkeys(prompts["generator"]))
-    cands: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
-    for gen in gens:
-        path = run.candidates(gen)
-        cands[gen] = {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)} if path.exists() else {}
+    cands = {gen: {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(run.candidates(gen))} for gen in gens}
+    all_scores: dict[tuple[str, str], dict[int, Any]] = {}  # (generator, prompt id) -> candidate index -> score
+    for (gen, pid, k), r in load_scores(run_dir).items():
+        all_scores.setdefault((gen, pid), {})[k] = r.get("score")
     for task, pid in chosen:
         rec = prompt_recs.get(pid, {})
         block = [f'<div class="prompt"><b>{esc(TASK_TITLES.get(task, task))} · {esc(pid)}</b>']
@@ -710,9 +682,9 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
             for j, idx in zip(mine["judge"], mine["index"]):
                 picks.setdefault(int(idx), []).append(j)
             base = run.candidates_dir(gen)
-            scores = _scores_for(run_dir, gen, pid)
-            finite = [s for s in scores.values() if _finite(s)]
-            best = max(finite) if finite else None
+            scores = all_scores.get((gen, pid), {})
+            scored = [s for s in scores.values() if finite(s)]
+            best = max(scored) if scored else None
             block.append(f'<div class="small muted" style="margin:6px 0 3px">generator <b>{esc(gen)}</b></div>'
                          '<div class="cands">')
             n = max([k for (p, k) in cands.get(gen, {}) if p == pid] + list(scores) + [-1]) + 1
@@ -720,10 +692,10 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
                 r = cands.get(gen, {}).get((pid, k))
                 s = scores.get(k)
                 who = picks.get(k, [])
-                cls = "cand oracle" if best is not None and _finite(s) and float(s) >= best else "cand"
+                cls = "cand oracle" if best is not None and finite(s) and float(s) >= best else "cand"
                 tags = "".join(f'<span class="tag" title="{esc(j)}">{esc(code[j])}</span>' for j in who)
-                width = max(0.0, min(1.0, float(s))) * 100 if _finite(s) else 0.0
-                bar = f'<div class="bar"><i style="width:{width:.0f}%"></i></div>' if _finite(s) else ""
+                width = max(0.0, min(1.0, float(s))) * 100 if finite(s) else 0.0
+                bar = f'<div class="bar"><i style="width:{width:.0f}%"></i></div>' if finite(s) else ""
                 body = content_html(r.get("content"), base) if r else '<div class="t">(candidate not found)</div>'
                 block.append(f'<div class="{cls}">{body}<div>#{k} · score <b>{esc(fmt(".3f")(s))}</b></div>{bar}'
                              f"<div>{tags or '<span class=muted>no picks</span>'}</div></div>")
@@ -731,22 +703,6 @@ def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1)
         block.append("</div>")
         out.append("".join(block))
     return "\n".join(out)
-
-
-_SCORE_CACHE: dict[Path, dict[tuple[str, str], dict[int, Any]]] = {}
-
-
-def _scores_for(run_dir: Path, gen: str, pid: str) -> dict[int, Any]:
-    path = RunFolder(Path(run_dir), existing=True).scores.resolve()
-    mtime = path.stat().st_mtime if path.exists() else 0
-    key = Path(f"{path}@{mtime}")
-    if key not in _SCORE_CACHE:
-        table: dict[tuple[str, str], dict[int, Any]] = {}
-        for _, r in read_jsonl(path):
-            table.setdefault((r["generator"], r["prompt_id"]), {})[int(r["index"])] = r.get("score")
-        _SCORE_CACHE.clear()
-        _SCORE_CACHE[key] = table
-    return _SCORE_CACHE[key].get((gen, pid), {})
 
 
 # --- two runs side by side ------------------------------------------------------------------------------
@@ -782,27 +738,19 @@ def compare_runs(run_a: Path, run_b: Path, out: Path | None = None, bootstrap: i
     write_text(out / "compare_correlations.csv", corr.to_csv(index=False, float_format="%.6g"))
     forest = forest_figure({la: a.correlations, lb: b.correlations}, out / "figures" / "forest.png")
 
-    cols_c = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
-              ("generator", "", lambda r: r["generator"], None),
-              ("scope", "", lambda r: r["scope"], None),
-              col(f"judges ({la})", "n_judges_a"), col(f"judges ({lb})", "n_judges_b"),
-              col(f"r ({la})", "pearson_r_a", "+.2f"),
-              ("95% CI", "", lambda r: r.get("pearson_lo_a"), lambda r: ci(r.get("pearson_lo_a"), r.get("pearson_hi_a"))),
-              col(f"r ({lb})", "pearson_r_b", "+.2f"),
-              ("95% CI", "", lambda r: r.get("pearson_lo_b"), lambda r: ci(r.get("pearson_lo_b"), r.get("pearson_hi_b"))),
-              col("Δr", "delta_pearson_r", "+.2f"),
-              col(f"ρ ({la})", "spearman_rho_a", "+.2f"), col(f"ρ ({lb})", "spearman_rho_b", "+.2f")]
-    cols_m = [("task", "", lambda r: TASK_TITLES.get(r["task"], r["task"]), None),
-              ("generator", "", lambda r: r["generator"], None),
-              ("judge", "", lambda r: r["judge"], None),
-              col(f"acc. ({la})", "mmrb2_accuracy_a", ".1f"), col(f"acc. ({lb})", "mmrb2_accuracy_b", ".1f"),
+    sides = (("a", la), ("b", lb))
+    cols_c = [TASK, text("generator", "generator"), text("scope", "scope"),
+              *(col(f"judges ({name})", f"n_judges_{s}") for s, name in sides),
+              *(c for s, name in sides for c in (col(f"r ({name})", f"pearson_r_{s}", "+.2f"),
+                                                 interval("95% CI", f"pearson_lo_{s}", f"pearson_hi_{s}"))),
+              col("Δr", "delta_pearson_r", "+.2f"), *(col(f"ρ ({name})", f"spearman_rho_{s}", "+.2f") for s, name in sides)]
+    cols_m = [TASK, text("generator", "generator"), text("judge", "judge"),
+              *(col(f"acc. ({name})", f"mmrb2_accuracy_{s}", ".1f") for s, name in sides),
               col("Δ acc.", "delta_mmrb2_accuracy", "+.1f"),
-              col(f"BoN ({la})", "bon_score_a", ".3f"),
-              ("95% CI", "", lambda r: r.get("bon_lo_a"), lambda r: ci(r.get("bon_lo_a"), r.get("bon_hi_a"), ".3f")),
-              col(f"BoN ({lb})", "bon_score_b", ".3f"),
-              ("95% CI", "", lambda r: r.get("bon_lo_b"), lambda r: ci(r.get("bon_lo_b"), r.get("bon_hi_b"), ".3f")),
-              col("Δ BoN", "delta_bon_score", "+.3f"), col(f"gain ({la})", "gain_a", "+.3f"),
-              col(f"gain ({lb})", "gain_b", "+.3f"), col("Δ gain", "delta_gain", "+.3f")]
+              *(c for s, name in sides for c in (col(f"BoN ({name})", f"bon_score_{s}", ".3f"),
+                                                 interval("95% CI", f"bon_lo_{s}", f"bon_hi_{s}", ".3f"))),
+              col("Δ BoN", "delta_bon_score", "+.3f"), *(col(f"gain ({name})", f"gain_{s}", "+.3f") for s, name in sides),
+              col("Δ gain", "delta_gain", "+.3f")]
     body = ["<h1>Two studies side by side</h1>",
             f'<div class="muted">A = <code>{esc(run_a)}</code> (“{esc(la)}”) · B = <code>{esc(run_b)}</code> (“{esc(lb)}”) · '
             f"{bootstrap} bootstrap replicates, seed {seed} · Δ = B − A</div>",

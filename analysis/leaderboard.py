@@ -19,7 +19,6 @@ tell a cheap good-enough judge from an expensive marginally better one.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,8 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import (load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level, prompt_weights,
-                                  run_n, setting_matrix, task_order, weighted_means)
+from analysis.bon_metrics import (iter_settings, load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level,
+                                  prompt_weights, read_json, run_n, setting_intervals, setting_matrix, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -57,13 +56,7 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
 
 
 def load_stats(run_dir: Path) -> dict[str, Any]:
-    path = RunFolder(Path(run_dir), existing=True).stats
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BonError(f"{path}: unreadable ({exc})") from None
+    return read_json(RunFolder(Path(run_dir), existing=True).stats) or {}
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
@@ -114,24 +107,19 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
     scores = setting_matrix(sub, "pick_score", judges, pids)
     rnd = setting_matrix(sub, "random_score", judges, pids)
     calls = setting_matrix(sub, "calls", judges, pids)
-    w = prompt_weights(seed, task, generator, len(pids), bootstrap)
-    bon_b = weighted_means(scores, w)
-    gain_b = bon_b - weighted_means(rnd, w)
+    ci = setting_intervals(sub, judges, pids, seed, task, generator, bootstrap, level)  # as in the metrics table
     with np.errstate(invalid="ignore"):
         bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
         gain = bon - np.nanmean(rnd, 1)
     best = int(np.nanargmax(bon))
     diffs = scores - scores[best]  # paired per prompt; NaN where either pick is unscored
     diff = np.nanmean(diffs, 1)
-    diff_b = weighted_means(diffs, w)
     p = np.array([math.nan if j == best else sign_flip_p(diffs[j], permutations,
                                                          derive_seed(seed, "sign-flip", task, generator, judges[j]))
                   for j in range(len(judges))])
     p_adj = holm(p)
     costs = judge_costs(stats)
-    lo, hi = percentile_ci(bon_b, level)
-    glo, ghi = percentile_ci(gain_b, level)
-    dlo, dhi = percentile_ci(diff_b, level)
+    dlo, dhi = percentile_ci(weighted_means(diffs, prompt_weights(seed, task, generator, len(pids), bootstrap)), level)
     rows = []
     for j, judge in enumerate(judges):
         cpp = float(np.nanmean(calls[j])) if np.isfinite(calls[j]).any() else math.nan
@@ -141,7 +129,8 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
         rows.append({
             "task": task, "generator": generator, "strategy": strategy, "judge": judge,
             "mmrb2_accuracy": (accuracies or {}).get(judge, math.nan), "prompts": int(np.isfinite(scores[j]).sum()),
-            "bon_score": bon[j], "bon_lo": lo[j], "bon_hi": hi[j], "gain": gain[j], "gain_lo": glo[j], "gain_hi": ghi[j],
+            "bon_score": bon[j], "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j], "gain": gain[j],
+            "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
             "diff_vs_best": diff[j], "diff_lo": dlo[j], "diff_hi": dhi[j], "p_vs_best": p[j], "p_holm": p_adj[j],
             "tied_with_best": bool(j == best or not (p_adj[j] < 0.05)),
             "calls_per_prompt": cpp, "usd_per_prompt": usd, "seconds_per_prompt": sec,
@@ -159,11 +148,8 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
     """:func:`leaderboard` for every (task, generator, strategy) of the picks, stacked."""
     if prompts.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
-    order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
-    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
-                  key=lambda k: (order[k[0]], k[1], k[2]))
     parts = []
-    for task, gen, strategy in keys:
+    for task, gen, strategy, *_ in iter_settings(prompts):
         acc = None
         if accuracies is not None and not accuracies.empty:
             a = accuracies[accuracies.task == task]

@@ -56,10 +56,7 @@ def fit_setting(scores: np.ndarray, acc: np.ndarray, acc_var: np.ndarray) -> dic
     prompt_sd = math.sqrt(max((resid ** 2).sum() / ((j - 1) * (p - 1)), 0.0))
     y = s.mean(1)
     acc_sd = math.sqrt(max(np.var(acc, ddof=1) - np.nanmean(acc_var), 1e-6))
-    if np.ptp(acc) > 0:
-        slope, icpt = np.polyfit(acc, y, 1)
-    else:
-        slope, icpt = 0.0, float(y.mean())
+    slope, icpt = np.polyfit(acc, y, 1)
     res = y - (slope * acc + icpt)
     judge_var = np.var(res, ddof=2) if j > 2 else 0.0
     judge_sd = math.sqrt(max(judge_var - prompt_sd ** 2 / p - slope ** 2 * np.nanmean(acc_var), 0.0))

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -45,9 +44,9 @@ from bon import mmrb2
 from bon.tasks import TASKS, bon_task, scorer_task
 from analysis.bon_metrics import (iter_settings, multinomial_weights, setting_matrix, task_order,
                                   weighted_means)
-from analysis.statistics import bc_interval, pearson, spearman
-from bon.content import slug
+from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearson, spearman
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
 
 PREDICTORS = {
@@ -62,87 +61,32 @@ PREDICTORS = {
 # --- the judge side ------------------------------------------------------------------------------
 
 
-@dataclass
-class TaskPairs:
-    """One task's pairs and every judge's per-pair outcomes (judges x pairs)."""
-
-    task: str
-    pair_ids: list[str]
-    same_model: np.ndarray  # pairs, bool
-    judges: list[str]
-    correct: np.ndarray  # 0..2 right answers (forward, reverse)
-    counted: np.ndarray  # 0..2 answers given (non-empty)
-    consistent: np.ndarray  # 1 where both directions answered A/B and name the same response
-    both: np.ndarray  # 1 where both directions answered A/B
-    bad: np.ndarray  # 0..2 empty, missing or non-A/B answers
-
-    def rate(self, predictor: str, weights: np.ndarray | None = None) -> np.ndarray:
-        """Predictor values in percent: judges, or (B x judges) with pair weights (B x pairs)."""
-        w = np.ones((1, len(self.pair_ids))) if weights is None else weights
-        num, den = {
-            "overall": (self.correct, self.counted),
-            "same_model": (self.correct * self.same_model, self.counted * self.same_model),
-            "different_model": (self.correct * ~self.same_model, self.counted * ~self.same_model),
-            "position_consistency": (self.consistent, self.both),
-            "tie_missing": (self.bad, np.full_like(self.bad, 2.0)),
-        }[predictor]
-        top, bottom = w @ num.T, w @ den.T
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(bottom > 0, 100.0 * top / np.where(bottom > 0, bottom, 1.0), np.nan)
-        return out[0] if weights is None else out
-
-
-def task_pairs(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, Mapping[str, Any]]) -> TaskPairs:
-    """Outcomes with the official scorer's semantics; a pair is same-model when both ``model_name`` agree."""
-    same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
-    judges = list(judgments)
-    shape = (len(judges), len(pairs))
-    correct, counted, consistent, both, bad = (np.zeros(shape) for _ in range(5))
-    for j, judge in enumerate(judges):
-        for q, pair in enumerate(pairs):
-            entry = judgments[judge].get(pair.id)
-            entry = entry if isinstance(entry, Mapping) else {}
-            fwd, rev = (mmrb2.first_judgement(entry.get(d)) for d in ("forward", "reverse"))
-            for answer, flip in ((fwd, False), (rev, True)):
-                if answer is None:
-                    bad[j, q] += 1
-                    continue
-                counted[j, q] += 1
-                bad[j, q] += answer not in mmrb2.FLIP
-                correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
-            if fwd in mmrb2.FLIP and rev in mmrb2.FLIP:
-                both[j, q] = 1
-                consistent[j, q] = float(mmrb2.FLIP[rev] == fwd)
-    return TaskPairs(task, [p.id for p in pairs], same, judges, correct, counted, consistent, both, bad)
-
-
-def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, TaskPairs]:
+def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, PairOutcomes]:
     """The run's preference set (``mmrb2/``) and its judges' judgment files, per Best-of-N task."""
-    root = Path(run_dir) / "mmrb2"
-    out: dict[str, TaskPairs] = {}
-    for task_def in TASKS:
-        file = task_def.file
-        if not (root / file).exists():
+    run = RunFolder(Path(run_dir), existing=True)
+    out: dict[str, PairOutcomes] = {}
+    for task in TASKS:
+        if not (run.mmrb2 / task.file).exists():
             continue
-        judgments = {j: mmrb2.load_judgments(root / "judgments" / slug(j) / file) for j in judges
-                     if (root / "judgments" / slug(j) / file).exists()}
+        files = {j: run.judgment_file(j, task.file) for j in judges}
+        judgments = {j: mmrb2.load_judgments(f) for j, f in files.items() if f.exists()}
         if judgments:
-            out[task_def.name] = task_pairs(task_def.name, mmrb2.load_pairs(root / file), judgments)
+            out[task.name] = pair_outcomes(task.name, mmrb2.load_pairs(run.mmrb2 / task.file), judgments)
     return out
 
 
-def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]]) -> dict[str, TaskPairs]:
+def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]]) -> dict[str, PairOutcomes]:
     """The real MMRB2 files in ``bench_dir`` with judgment files ``{judge: {task: file}}`` (either task
     vocabulary), per Best-of-N task: what ``bon report --accuracies`` needs for the predictor table."""
     by_task: dict[str, dict[str, Any]] = {}
     for judge, files in predictions.items():
         for task, path in files.items():
             by_task.setdefault(scorer_task(task), {})[judge] = mmrb2.load_judgments(Path(path))
-    return {bon_task(t): task_pairs(bon_task(t), mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
+    return {bon_task(t): pair_outcomes(bon_task(t), mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
             for t, j in by_task.items()}
 
 
-def judge_records(tasks: Mapping[str, TaskPairs]) -> list[dict[str, Any]]:
+def judge_records(tasks: Mapping[str, PairOutcomes]) -> list[dict[str, Any]]:
     """Per judge and task: every predictor, with the pair counts behind it."""
     rows = []
     for task, tp in tasks.items():
@@ -171,7 +115,7 @@ def bon_records(prompts: pd.DataFrame) -> list[dict[str, Any]]:
 # --- correlations with paired bootstrap replicates ----------------------------------------------
 
 
-def correlations(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0,
+def correlations(tasks: Mapping[str, PairOutcomes], prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0,
                  level: float = 0.95) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(``predictor x task x generator -> r, rho with intervals``, ``same-model vs overall`` rows)."""
     table, paired = [], []
@@ -283,7 +227,7 @@ def flag_records(flags: Mapping[str, str], judges: Sequence[Mapping[str, Any]], 
 # --- everything, and the report hook --------------------------------------------------------------
 
 
-def records_for(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, flags: Mapping[str, str] | None = None,
+def records_for(tasks: Mapping[str, PairOutcomes], prompts: pd.DataFrame, flags: Mapping[str, str] | None = None,
                 bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """Every record of this module for given preference pairs and Best-of-N picks."""
     judges = judge_records(tasks)
@@ -295,7 +239,7 @@ def records_for(tasks: Mapping[str, TaskPairs], prompts: pd.DataFrame, flags: Ma
 
 def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
                    bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
-                   tasks: Mapping[str, TaskPairs] | None = None, source: str = "the run's preference set") -> dict[str, Any] | None:
+                   tasks: Mapping[str, PairOutcomes] | None = None, source: str = "the run's preference set") -> dict[str, Any] | None:
     """The report bundle's predictor records: on ``tasks`` (default: the run's own preference set), with the
     verifier's agreement with the annotators and the shared-grader flags that the study stored in
     ``stats.json``; None when the run has neither pairs nor those measurements. A judgment file that
@@ -317,12 +261,9 @@ def section_markdown(records: Mapping[str, Any]) -> str:
     """The report section: what the axes are (with the verifier's measured agreement), then the tables."""
     if "skipped" in records:
         return f"## Which MMRB2 number predicts Best-of-N?\n\nSkipped: {records['skipped']}.\n"
-    return markdown(records, what_the_axes_are(records.get("verifier") or "?", records.get("verifier_agreement") or {}))
-
-
-def markdown(records: Mapping[str, Any], preamble: str = "") -> str:
     source = f" (on {records['source']})" if records.get("source") else ""
-    lines = [f"## Which MMRB2 number predicts Best-of-N?{source}\n", preamble]
+    lines = [f"## Which MMRB2 number predicts Best-of-N?{source}\n",
+             what_the_axes_are(records.get("verifier") or "?", records.get("verifier_agreement") or {})]
     flags = records.get("shared_grader") or []
     if flags:
         lines.append("**Shares the verifier's grader** (its Best-of-N gain is inflated by sharing the verifier's "

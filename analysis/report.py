@@ -20,8 +20,9 @@ from analysis.bundle import ReportBundle
 from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
+from analysis.predictors import figure_title, section_markdown
+from analysis.tradeoff import tradeoff_figure, tradeoff_markdown
 from bon.runfolder import RunFolder, write_json, write_text
-from bon.runfolder import write_text as _write_atomic  # noqa: F401  (analysis.diagnostics writes through it)
 
 DASH = "–"
 TITLE = "# Does MMRB2 accuracy predict Best-of-N gains?\n"
@@ -51,8 +52,6 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
     """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
     out: dict[str, list[Path]] = {}
-    from analysis.predictors import figure_title  # the subtitle says what the axes are in this study
-
     png = correlation_figure(b.metrics, folder.figure, intervals=b.correlations, formats=("png", "svg"),
                              note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed), title=figure_title(b.study))
     out["correlation"] = [png, png.with_suffix(".svg")]
@@ -63,8 +62,6 @@ def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
     if b.power:
         out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
     if b.tradeoff and b.tradeoff.get("records"):
-        from analysis.tradeoff import tradeoff_figure
-
         out["tradeoff"] = [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]
     return out
 
@@ -96,8 +93,6 @@ def _header(b: ReportBundle, out: RunFolder) -> str:
         lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
                      f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
                      f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges; details and caveats below.\n")
-    from analysis.predictors import figure_title
-
     lines.append(f"**The axes:** {figure_title(b.study).partition(chr(10))[2]}\n")  # one sentence, as under the figure
     return "\n".join(line for line in lines if line)
 
@@ -195,7 +190,7 @@ def _correlations(b: ReportBundle, out: RunFolder) -> str:
         "τ": t["kendall_tau"], "τ 95% CI": _intervals(t, "kendall_lo", "kendall_hi"),
         "warning": t["warning"].fillna(""),
     })
-    return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": _p, "p (ρ)": _p})
+    return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": fmt_p, "p (ρ)": fmt_p})
 
 
 def _per_task(b: ReportBundle, out: RunFolder) -> str:
@@ -279,8 +274,6 @@ def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
 
 def _predictors(b: ReportBundle, out: RunFolder) -> str:
     """Which MMRB2 number predicts Best-of-N, the verifier's agreement and judges sharing its grader."""
-    from analysis.predictors import section_markdown
-
     return section_markdown(b.predictors) if b.predictors else ""
 
 
@@ -288,8 +281,6 @@ def _tradeoff(b: ReportBundle, out: RunFolder) -> str:
     """Calls per prompt against Best-of-N score for every way of running each judge (``bon tradeoff``)."""
     if not b.tradeoff or not b.tradeoff.get("records"):
         return ""
-    from analysis.tradeoff import tradeoff_markdown
-
     figure = b.figures.get("tradeoff", [out.figure_file("tradeoff")])[0]
     return (tradeoff_markdown(b.tradeoff["records"], b.max_loss, Path(figure).relative_to(out.root).as_posix())
             + "\nLoss = full protocol's Best-of-N score minus the setting's, on the same prompts (95% paired bootstrap "
@@ -340,11 +331,13 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+def fmt_p(v: Any) -> str:
+    if not finite(v):
+        return DASH
+    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
     try:
         return v is not None and math.isfinite(float(v))
     except (TypeError, ValueError):
@@ -352,11 +345,11 @@ def _finite(v: Any) -> bool:
 
 
 def _signed(v: Any) -> str:
-    return f"{float(v):+.2f}" if _finite(v) else DASH
+    return f"{float(v):+.2f}" if finite(v) else DASH
 
 
 def _interval(lo: Any, hi: Any, spec: str = "+.2f") -> str:
-    return f"{format(float(lo), spec)} to {format(float(hi), spec)}" if _finite(lo) and _finite(hi) else DASH
+    return f"{format(float(lo), spec)} to {format(float(hi), spec)}" if finite(lo) and finite(hi) else DASH
 
 
 def _intervals(t: pd.DataFrame, lo: str, hi: str, spec: str = "+.2f") -> list[str]:

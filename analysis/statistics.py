@@ -146,7 +146,10 @@ def _kendall_parts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Kendall τ-b (ties handled as in :func:`scipy.stats.kendalltau`) over the last axis."""
-    num, ax, ay, n = _kendall_parts(x, y)
+    return _tau(*_kendall_parts(x, y))
+
+
+def _tau(num: np.ndarray, ax: np.ndarray, ay: np.ndarray, n: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = num / np.sqrt(ax * ay)
     return np.where((n >= 3) & (ax > 0) & (ay > 0), tau, np.nan)
@@ -173,11 +176,7 @@ def pooled(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.nda
         return np.array(np.nan)
     if stat == "kendall":
         parts = [_kendall_parts(x, y) for x, y in blocks]
-        num, ax, ay = (sum(p[k] for p in parts) for k in range(3))
-        n = sum(p[3] for p in parts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tau = num / np.sqrt(ax * ay)
-        return np.where((n >= 3) & (ax > 0) & (ay > 0), tau, np.nan)
+        return _tau(*(sum(p[k] for p in parts) for k in range(4)))
     xs, ys = [], []
     for x, y in blocks:
         x, y, _ = _joint(x, y)
@@ -243,46 +242,70 @@ def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float 
 
 @dataclass
 class PairOutcomes:
-    """Per judge and MMRB2 pair: how many of the two counted judgements were right, and how many counted."""
+    """Per judge and MMRB2 pair (judges x pairs arrays): the judge's accuracy (x) and the other
+    judge-side predictors of :mod:`analysis.predictors`, resampled by weighting the pairs."""
 
     task: str
     pair_ids: list[str]
     sources: list[str]
     judges: list[str]
-    correct: np.ndarray  # judges x pairs, 0..2
-    counted: np.ndarray  # judges x pairs, 0..2
+    correct: np.ndarray  # 0..2 right answers (forward, reverse)
+    counted: np.ndarray  # 0..2 answers counted (non-empty)
+    same_model: np.ndarray | None = None  # pairs, bool: both responses from one model
+    consistent: np.ndarray | None = None  # 1 where both directions answered A/B and name the same response
+    both: np.ndarray | None = None  # 1 where both directions answered A/B
+    bad: np.ndarray | None = None  # 0..2 empty, missing or non-A/B answers
 
     def accuracy(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return 100.0 * self.correct.sum(1) / self.counted.sum(1)
+        return self.rate("overall")
 
     def replicates(self, weights: np.ndarray) -> np.ndarray:
         """Accuracy (%) per bootstrap weight row: (B x pairs) -> (B x judges)."""
-        num = weights @ self.correct.T
-        den = weights @ self.counted.T
+        return self.rate("overall", weights)
+
+    def rate(self, predictor: str, weights: np.ndarray | None = None) -> np.ndarray:
+        """A predictor of :data:`analysis.predictors.PREDICTORS` in percent: judges, or (B x judges) with pair
+        weights (B x pairs)."""
+        w = np.ones((1, len(self.pair_ids))) if weights is None else weights
+        if predictor == "overall":  # the only one that outcomes built without the predictor arrays have
+            num, den = self.correct, self.counted
+        else:
+            num, den = {
+                "same_model": (self.correct * self.same_model, self.counted * self.same_model),
+                "different_model": (self.correct * ~self.same_model, self.counted * ~self.same_model),
+                "position_consistency": (self.consistent, self.both),
+                "tie_missing": (self.bad, np.full_like(self.bad, 2.0)),
+            }[predictor]
+        top, bottom = w @ num.T, w @ den.T
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(den > 0, 100.0 * num / np.where(den > 0, den, 1.0), np.nan)
+            out = np.where(bottom > 0, 100.0 * top / np.where(bottom > 0, bottom, 1.0), np.nan)
+        return out[0] if weights is None else out
 
 
 def pair_outcomes(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str, Mapping[str, Any]]) -> PairOutcomes:
     """Pair-level outcomes with the official scorer's semantics (first sample per direction; an empty or
-    missing answer leaves the denominator; any other non-A/B answer counts and is wrong)."""
+    missing answer leaves the denominator; any other non-A/B answer counts and is wrong). A pair is
+    same-model when both ``model_name`` agree."""
+    same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
     judges = list(judgments)
-    correct = np.zeros((len(judges), len(pairs)))
-    counted = np.zeros((len(judges), len(pairs)))
+    correct, counted, consistent, both, bad = (np.zeros((len(judges), len(pairs))) for _ in range(5))
     for j, judge in enumerate(judges):
-        data = judgments[judge]
         for q, pair in enumerate(pairs):
-            entry = data.get(pair.id)
-            if not isinstance(entry, Mapping):
-                continue
-            for direction, flip in (("forward", False), ("reverse", True)):
-                answer = mmrb2.first_judgement(entry.get(direction))
+            entry = judgments[judge].get(pair.id)
+            entry = entry if isinstance(entry, Mapping) else {}
+            fwd, rev = (mmrb2.first_judgement(entry.get(d)) for d in ("forward", "reverse"))
+            for answer, flip in ((fwd, False), (rev, True)):
                 if answer is None:
+                    bad[j, q] += 1
                     continue
                 counted[j, q] += 1
+                bad[j, q] += answer not in mmrb2.FLIP
                 correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
-    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted)
+            if fwd in mmrb2.FLIP and rev in mmrb2.FLIP:
+                both[j, q] = 1
+                consistent[j, q] = float(mmrb2.FLIP[rev] == fwd)
+    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted, same,
+                        consistent, both, bad)
 
 
 @dataclass
@@ -448,8 +471,7 @@ def json_judge_axis(files: Mapping[str, Path]) -> JudgeAxis:
             rows.append({"judge": judge, "task": bon_task(scorer),
                          "accuracy": np.nan if r["accuracy"] is None else float(r["accuracy"]), "n_pairs": int(r.get("evaluated_pairs", 0)),
                          "n_judgements": int(r.get("judgements", 0)), "source": str(path)})
-    return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=["judge", "task", "accuracy", "n_pairs",
-                                                                   "n_judgements", "source"]))
+    return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=AXIS_COLUMNS))
 
 
 def load_published(path: Path | None = None) -> pd.DataFrame:
@@ -468,13 +490,18 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
 def published_judge_axis(path: Path | None = None) -> JudgeAxis:
     """Accuracies as published in the MMRB2 paper (binomial over the stated pair counts)."""
     table = load_published(path)
-    table = table[table.task.isin(list(TASK_NAMES))].copy()
+    return _csv_axis("published (MMRB2 paper)", table[table.task.isin(list(TASK_NAMES))].reset_index(drop=True),
+                     "published")
+
+
+def _csv_axis(label: str, table: pd.DataFrame, source: str) -> JudgeAxis:
+    """A judge axis from a judge, task, accuracy[, n_pairs][, source] table (binomial over n_pairs)."""
+    table = table.copy()
     if "n_pairs" not in table.columns:
         table["n_pairs"] = np.nan
     table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
-    table["source"] = table.get("source", pd.Series("published", index=table.index))
-    return JudgeAxis("published (MMRB2 paper)", table[AXIS_COLUMNS]
-                     .reset_index(drop=True))
+    table["source"] = table["source"] if "source" in table.columns else source
+    return JudgeAxis(label, table[AXIS_COLUMNS])
 
 
 def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
@@ -493,13 +520,8 @@ def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: 
     path = Path(text)
     if path.suffix == ".csv":
         table = load_published(path)
-        if "n_pairs" not in table.columns:
-            table["n_pairs"] = np.nan
-        table["n_judgements"] = 2 * pd.to_numeric(table["n_pairs"], errors="coerce")
-        table["source"] = table["source"] if "source" in table.columns else str(path)
         table["task"] = [bon_task(t) if is_task(t) else t for t in table["task"]]
-        return JudgeAxis(f"accuracies from {path.name}", table[["judge", "task", "accuracy", "n_pairs", "n_judgements",
-                                                                 "source"]])
+        return _csv_axis(f"accuracies from {path.name}", table, str(path))
     raise BonError(f"{spec}: accuracies must be 'run', 'published', a CSV (judge, task, accuracy[, n_pairs]) "
                    "or JUDGE=FILE.json")
 
@@ -528,9 +550,7 @@ class Setting:
 
     @property
     def n_prompts(self) -> int:
-        if self.scores is not None:
-            return int(np.isfinite(self.scores).any(0).sum())
-        return 0
+        return int(np.isfinite(self.scores).any(0).sum()) if self.scores is not None else 0
 
     def point(self) -> np.ndarray:
         if self.scores is not None:
@@ -639,16 +659,11 @@ def correlation_intervals(settings: Sequence[Setting], axis: JudgeAxis, bootstra
         xb = np.where(np.isfinite(y)[None, :], x_reps[s.task], np.nan)
         blocks.append(_Block(s, x, y, xb, yb))
 
-    if "judges" in resample and judges:
-        rng = np.random.default_rng(derive_seed(seed, "judges"))
-        jidx = rng.integers(0, len(judges), size=(bootstrap, len(judges)))
-    else:
-        jidx = None
+    rng = np.random.default_rng(derive_seed(seed, "judges"))
+    jidx = rng.integers(0, len(judges), size=(bootstrap, len(judges))) if "judges" in resample and judges else None
 
-    rows = []
-    for b in blocks:
-        rows.append(_row([b], axis, bootstrap, seed, level, permutations, jidx, "setting", b.setting.task,
-                         b.setting.generator, b.setting.strategy, judges))
+    rows = [_row([b], axis, bootstrap, seed, level, permutations, jidx, "setting", b.setting.task, b.setting.generator,
+                 b.setting.strategy, judges) for b in blocks]
     if pooled_rows:
         for task in task_order(s.task for s in settings):
             mine = [b for b in blocks if b.setting.task == task]
@@ -791,10 +806,3 @@ def _leave_one_out(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]],
     shift = [abs(v - full) if np.isfinite(full) else 0.0 for v in values]
     return min(values), max(values), who[int(np.argmax(shift))]
 
-
-def run_correlations(run_dir: Path, prompts: pd.DataFrame, axis: JudgeAxis | None = None, bootstrap: int = 1000,
-                     seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """:func:`correlation_intervals` for a run folder's picks (``prompts``) and its own preference set."""
-    if axis is None:
-        axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
-    return correlation_intervals(settings_from_prompts(prompts), axis, bootstrap=bootstrap, seed=seed, level=level)

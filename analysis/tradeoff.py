@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from analysis.bon_metrics import read_json
 from bon import registry
 from bon.errors import BonError
 from bon.mmrb2 import flips
@@ -172,14 +173,7 @@ def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound
 
 def usd_per_call(stats_path: Path) -> dict[str, float]:
     """Money per paid judge call from ``stats.json`` (0 for judges that cost nothing, NaN if never paid)."""
-    import json
-
-    if not stats_path.exists():
-        return {}
-    try:
-        judges = (json.loads(stats_path.read_text(encoding="utf-8")) or {}).get("judges") or {}
-    except (OSError, ValueError) as exc:
-        raise BonError(f"{stats_path}: unreadable ({exc})") from None
+    judges = (read_json(stats_path) or {}).get("judges") or {}
     out = {}
     for name, s in judges.items():
         made = float((s or {}).get("calls_made", 0) or 0)
@@ -191,9 +185,9 @@ def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path 
                    json_out: Path | None = None, max_loss: float | None = None) -> dict[str, Path]:
     """``tradeoff.json`` (records, cheapest settings) and ``figures/tradeoff.png`` in the run folder (or ``out_dir``)."""
     folder = Path(out_dir) if out_dir else Path(run_root)
-    payload = {"records": [_strict(r) for r in records], "reference": REFERENCE}
+    payload = {"records": records, "reference": REFERENCE}  # write_json makes it strict JSON
     if max_loss is not None:
-        payload["cheapest_within"] = {"max_loss": max_loss, "judges": _strict(cheapest_within(records, max_loss))}
+        payload["cheapest_within"] = {"max_loss": max_loss, "judges": cheapest_within(records, max_loss)}
     paths = {"json": folder / RECORDS, "figure": folder / FIGURE, "markdown": folder / MARKDOWN}
     write_json(paths["json"], payload)
     write_text(paths["markdown"], tradeoff_markdown(records, max_loss))
@@ -210,15 +204,18 @@ MARKERS = {"knockout": "o", "gated": "v", "seeded": "s", "round-robin": "D", "ea
 def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Calls per prompt (x) against Best-of-N score and recovery (y): one line per judge through its
     settings, one marker shape per kind of setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    from analysis.plots import save_figure
+
     judges = list(dict.fromkeys(r["judge"] for r in records))
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4))
-    colours = plt.get_cmap("tab10")
+    fig = Figure(figsize=(14, 5.4))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2)
+    colours = colormaps["tab10"]
     for i, judge in enumerate(judges):
         mine = sorted((r for r in records if r["judge"] == judge), key=lambda r: r["calls_per_prompt"])
         for ax, key in zip(axes, ("bon_score", "recovery")):
@@ -248,10 +245,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
     fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.85, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)[0]
 
 
 def _baselines(scores: Mapping, groups: Sequence) -> dict[str, float]:
@@ -274,28 +268,9 @@ def _nanmean(values: np.ndarray) -> float | None:
     return float(finite.mean()) if finite.size else None
 
 
-def _strict(value: Any) -> Any:
-    """Strict JSON: NaN and infinities become null."""
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def load_tradeoff(run_dir: Path) -> dict[str, Any] | None:
     """The plain records a report shows (``tradeoff.json`` of ``bon tradeoff``), or None if never computed."""
-    import json
-
-    path = Path(run_dir) / RECORDS
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BonError(f"{path}: unreadable ({exc})") from None
+    return read_json(Path(run_dir) / RECORDS)
 
 
 def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | None = None,

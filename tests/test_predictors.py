@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from bon.mmrb2 import Pair
-from analysis.predictors import (correlations, flag_records, grader_family, judge_records, shared_grader,
-                                 task_pairs)
+from analysis.predictors import correlations, flag_records, grader_family, judge_records, shared_grader
+from analysis.statistics import pair_outcomes
 
 
 def _pair(pid: str, chosen: str, model_a: str = "m", model_b: str = "m") -> Pair:
@@ -27,7 +27,7 @@ def test_predictors_by_hand():
                        "p2": _answer("A", "A"),   # wrong, right (inconsistent: always "A")
                        "p3": _answer("B", ""),    # wrong, missing
                        "p4": _answer("B", "tie")}}  # right, non-A/B (counted, wrong)
-    tp = task_pairs("t2i", pairs, judgments)
+    tp = pair_outcomes("t2i", pairs, judgments)
     assert list(tp.same_model) == [True, True, False, False]
     [row] = judge_records({"t2i": tp})
     assert row["overall"] == pytest.approx(100 * 4 / 7)  # 4 right of 7 counted answers
@@ -57,7 +57,7 @@ def _study(rng, judges=15, pairs=400, prompts=30, same_signal=True):
     rows = [{"task": "t2i", "generator": "g", "judge": f"j{j}", "strategy": "k", "prompt_id": f"x{k}",
              "pick_score": 0.3 + 0.6 * driver[j] + rng.normal(0, 0.02), "random_score": 0.5, "oracle_score": 1.0}
             for j in range(judges) for k in range(prompts)]
-    return {"t2i": task_pairs("t2i", plist, judgments)}, pd.DataFrame(rows)
+    return {"t2i": pair_outcomes("t2i", plist, judgments)}, pd.DataFrame(rows)
 
 
 def test_paired_bootstrap_tells_which_predictor_drives_best_of_n():
