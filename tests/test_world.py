@@ -42,7 +42,7 @@ def test_perception_recovers_a_hand_built_scene():
         got = seen.find(want.colour, want.shape)[0]
         assert abs(got.x - want.x) <= 1.5 and abs(got.y - want.y) <= 1.5
     assert seen.count(colour="red") == 1 and seen.count(shape="square") == 1
-    assert seen.leftmost().colour == "red" and seen.bottommost().shape == "triangle"
+    assert seen.extreme("leftmost").colour == "red" and seen.extreme("bottommost").shape == "triangle"
     assert seen.text is None and seen.artefact < 0.05
 
 

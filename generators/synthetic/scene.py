@@ -145,6 +145,16 @@ def place_objects(
     return out
 
 
+def relation_margin(a: Any, rel: str, b: Any) -> float:
+    """How far ``a`` stands in relation ``rel`` to ``b`` (negative: violated), in px; any objects with x, y."""
+    return {"left of": b.x - a.x, "right of": a.x - b.x, "above": b.y - a.y, "below": a.y - b.y}[rel]
+
+
+# how each position word ranks objects: the one that sorts first is the one it names
+POSITION_KEYS = {"leftmost": lambda o: o.x, "rightmost": lambda o: -o.x, "topmost": lambda o: o.y,
+                 "bottommost": lambda o: -o.y}
+
+
 def free_cells(scene: Scene, exclude: SceneObject | None = None) -> list[int]:
     used = {cell_of(o.x, o.y) for o in scene.objects if o is not exclude}
     return [c for c in range(GRID_COLS * GRID_ROWS) if c not in used]

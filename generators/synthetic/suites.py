@@ -71,22 +71,11 @@ def distinct_kinds(rng: np.random.Generator, n: int, colour: str | None = None, 
     return [pool[i] for i in idx]
 
 
-def relation_margin(a: S.SceneObject, rel: str, b: S.SceneObject) -> float:
-    """How far the relation holds (negative: violated), in px."""
-    if rel == "left of":
-        return b.x - a.x
-    if rel == "right of":
-        return a.x - b.x
-    if rel == "above":
-        return b.y - a.y
-    return a.y - b.y
-
-
 def placed(kinds: list[tuple[str, str]], rng: np.random.Generator, relations: list[dict[str, Any]] = (), taken: Sequence[int] = ()) -> list[S.SceneObject]:
     """Objects on the grid with all ``relations`` (between kinds' indices) holding comfortably."""
     for _ in range(MAX_TRIES):
         objs = S.place_objects([(s, c) for c, s in kinds], rng, taken=taken)
-        if all(relation_margin(objs[r["a"]], r["rel"], objs[r["b"]]) >= SAFE_MARGIN for r in relations):
+        if all(S.relation_margin(objs[r["a"]], r["rel"], objs[r["b"]]) >= SAFE_MARGIN for r in relations):
             return objs
     raise RuntimeError("could not lay out the relations")
 
@@ -169,7 +158,7 @@ def try_edit(rng: np.random.Generator, op: str) -> dict[str, Any] | None:
     elif op == "move":
         anchor_i = (target + 1 + int(rng.integers(len(kinds) - 1))) % len(kinds)
         anchor = before.objects[anchor_i]
-        rel = pick(rng, [r for r in L.RELATIONS if relation_margin(o, r, anchor) < 0])
+        rel = pick(rng, [r for r in L.RELATIONS if S.relation_margin(o, r, anchor) < 0])
         moved = fit_relative(rng, before, (o.colour, o.shape), rel, anchor, exclude=o, size=o.size)
         if moved is None:
             return None
@@ -192,7 +181,7 @@ def fit_relative(rng: np.random.Generator, scene: S.Scene, kind: tuple[str, str]
         for _ in range(6):
             x, y = S.jittered(cell, sz, rng)
             cand = S.SceneObject(kind[1], kind[0], x, y, sz)
-            if relation_margin(cand, rel, anchor) >= SAFE_MARGIN:
+            if S.relation_margin(cand, rel, anchor) >= SAFE_MARGIN:
                 return cand
     return None
 
@@ -291,7 +280,7 @@ def answer_question_for(rng: np.random.Generator, kind: str, scene: S.Scene) -> 
         return {"kind": "count", "target": target}, str(n)
     if kind in ("colour_of", "shape_of"):
         pos = pick(rng, L.POSITIONS)
-        key = {"leftmost": lambda o: o.x, "rightmost": lambda o: -o.x, "topmost": lambda o: o.y, "bottommost": lambda o: -o.y}[pos]
+        key = S.POSITION_KEYS[pos]
         ranked = sorted(objs, key=key)
         if key(ranked[1]) - key(ranked[0]) < 10:
             return None  # no clear extreme
