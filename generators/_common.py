@@ -9,18 +9,12 @@ from __future__ import annotations
 import importlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from bon.errors import BonError
-from bon import provenance
-
 
 # Packages whose versions go into every candidate's provenance (those that are installed).
 VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "tokenizers", "openai", "pillow")
-
-def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
-    """Versions of the libraries a generator adapter depends on."""
-    return provenance.library_versions(packages)
 
 
 def positive_int(value: Any, what: str, allow_none: bool = True) -> int | None:

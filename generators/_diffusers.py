@@ -28,7 +28,8 @@ from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError, first_line
 from bon.plugins import Generator
 from bon.backends.chat_vlm import model_location
-from generators._common import (library_versions, number, positive_int, quiet_loading, revision_of_folder,
+from bon.provenance import library_versions
+from generators._common import (VERSION_PACKAGES, number, positive_int, quiet_loading, revision_of_folder,
                                 snapshot_revision)
 
 # components an edit pipeline may take over from a loaded text-to-image pipeline when their configs
@@ -55,7 +56,6 @@ class DiffusersGenerator(Generator):
     """Base of the diffusers adapters; subclasses say what the pipeline is for and what it is given."""
 
     adapter = "diffusers"
-    purpose = "t2i"  # or "edit"
     extra_options: tuple[str, ...] = ()  # option names only the subclass accepts (e.g. strength)
 
     def __init__(
@@ -189,7 +189,7 @@ class DiffusersGenerator(Generator):
             "device": device,
             "cpu_offload": self.offload or False,
             "revision": revision or self.revision,
-            "versions": library_versions(),
+            "versions": library_versions(VERSION_PACKAGES),
             **({"shared_components": self.shared} if self.shared else {}),
         }
         return pipe

@@ -47,7 +47,8 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Generator
 from bon.seeds import derive_seed
-from generators._common import library_versions, number, positive_int
+from bon.provenance import library_versions
+from generators._common import VERSION_PACKAGES, number, positive_int
 from generators._llm import content_parts, make_chat
 
 SYSTEM = (
@@ -197,7 +198,7 @@ class InterleavedAgent(Generator):
     def one(self, prompt: Prompt, plan: Any, index: int, seed: int) -> Candidate:
         """Candidate ``index`` from its plan (or the planner's failure): every slot rendered in order."""
         prov: dict[str, Any] = {"adapter": self.adapter, "planner": self.planner.describe(), "settings": self.settings(),
-                                "seed": seed, "versions": library_versions()}
+                                "seed": seed, "versions": library_versions(VERSION_PACKAGES)}
         if not isinstance(plan, str):  # an ApiFailure
             prov.update(plan.info())
             prov["missing"] = f"planner: {plan.reason}"

@@ -48,7 +48,6 @@ class VlmAnswers(Generator):
         if backend not in ("transformers", "openai"):
             raise BonError(f"{self.adapter}: backend must be transformers or openai, got {backend!r}")
         self.name = name or self.adapter
-        self.backend_name = backend
         self.max_concurrency = positive_int(max_concurrency, f"{self.adapter}: max_concurrency", allow_none=False)
         spec = {"backend": "transformers-vlm" if backend == "transformers" else "openai", "model": model, **backend_options}
         if backend == "openai":

@@ -55,18 +55,18 @@ def test_perception_recovers_random_scenes_exactly():
 
 @pytest.mark.parametrize("word", ["CAT", "HELLO", "W1W2W", "ROOM 42", "QUIZ", "MIMWIW"])
 def test_read_text_reads_rendered_words(word):
-    assert P.read_text(S.render(S.Scene([], word))) == word
+    assert P.perceive(S.render(S.Scene([], word))).text == word
 
 
 def test_read_text_sees_a_misspelling_and_no_banner():
-    assert P.read_text(S.render(S.Scene([], "CAR"))) == "CAR"
-    assert P.read_text(S.render(random_scene(3))) is None
+    assert P.perceive(S.render(S.Scene([], "CAR"))).text == "CAR"
+    assert P.perceive(S.render(random_scene(3))).text is None
 
 
 def test_read_text_survives_mild_damage():
     scene = random_scene(5, "GARDEN")
     for art in ({"blur": 1.0}, {"noise": 0.2}, {"blocks": 0.5}):
-        assert P.read_text(S.render(scene, art, np.random.default_rng(1))) == "GARDEN", art
+        assert P.perceive(S.render(scene, art, np.random.default_rng(1))).text == "GARDEN", art
 
 
 def test_artefact_estimate_rises_with_damage():

@@ -109,11 +109,6 @@ def perceive(image: Image.Image | ImageItem, resolution: int | None = None) -> S
     return seen
 
 
-def read_text(image: Image.Image | ImageItem, resolution: int | None = None) -> str | None:
-    """The banner text read by glyph template matching, or None if there is no banner or no ink."""
-    return perceive(image, resolution).text
-
-
 def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
     if pil.size != (S.SIZE, S.SIZE):
         pil = pil.resize((S.SIZE, S.SIZE), Image.BILINEAR)

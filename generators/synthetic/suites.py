@@ -94,20 +94,14 @@ def make_t2i(rng: np.random.Generator, category: str) -> dict[str, Any]:
         kinds = distinct_kinds(rng, 2)
         counts = [int(rng.integers(2, 6))] + ([int(rng.integers(1, 4))] if rng.random() < 0.5 else [])
         kinds = kinds[: len(counts)]
-    elif category == "colour":
-        kinds = distinct_kinds(rng, int(rng.integers(2, 4)))
+    else:  # one of each kind: 2-3 of them (1-2 beside a sign), all of one colour for "shape"
+        n = int(rng.integers(1, 3) if category == "text" else rng.integers(2, 4))
+        kinds = distinct_kinds(rng, n, colour=pick(rng, list(S.PALETTE)) if category == "shape" else None)
         counts = [1] * len(kinds)
-    elif category == "shape":
-        kinds = distinct_kinds(rng, int(rng.integers(2, 4)), colour=pick(rng, list(S.PALETTE)))
-        counts = [1] * len(kinds)
-    elif category == "position":
-        kinds = distinct_kinds(rng, int(rng.integers(2, 4)))
-        counts = [1] * len(kinds)
-        relations = [{"a": 0, "rel": pick(rng, L.RELATIONS), "b": 1}]
-    else:
-        kinds = distinct_kinds(rng, int(rng.integers(1, 3)))
-        counts = [1] * len(kinds)
-        text = pick(rng, WORDS)
+        if category == "position":
+            relations = [{"a": 0, "rel": pick(rng, L.RELATIONS), "b": 1}]
+        elif category == "text":
+            text = pick(rng, WORDS)
     groups = [{"count": n, "colour": c, "shape": s} for (c, s), n in zip(kinds, counts)]
     flat = [(g["colour"], g["shape"]) for g in groups for _ in range(g["count"])]
     objs = placed(flat, rng, relations)  # relation groups have count 1, so index = object index
