@@ -38,18 +38,9 @@ SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
 
 OFFLOAD = {False: None, None: None, "none": None, True: "model", "model": "model", "sequential": "sequential"}
 
-# bon option -> pipeline __call__ argument (the first one the pipeline takes wins)
-CALL_ARGS: dict[str, tuple[str, ...]] = {
-    "steps": ("num_inference_steps",),
-    "guidance": ("guidance_scale",),
-    "true_cfg": ("true_cfg_scale",),
-    "width": ("width",),
-    "height": ("height",),
-    "negative_prompt": ("negative_prompt",),
-    "image_guidance": ("image_guidance_scale",),
-    "strength": ("strength",),
-    "max_area": ("max_area",),
-}
+# bon option -> pipeline __call__ argument (the others have the same name)
+CALL_ARGS = {"steps": "num_inference_steps", "guidance": "guidance_scale", "true_cfg": "true_cfg_scale",
+             "image_guidance": "image_guidance_scale"}
 
 
 class DiffusersGenerator(Generator):
@@ -224,7 +215,7 @@ class DiffusersGenerator(Generator):
             if value is None or key in self.handled_options:
                 continue
             if self.call_arg(key) is None:
-                raise BonError(f"{self.adapter}: {type(pipe).__name__} takes no {CALL_ARGS[key][0]} "
+                raise BonError(f"{self.adapter}: {type(pipe).__name__} takes no {CALL_ARGS.get(key, key)} "
                                f"(option {key!r}); remove it for this model")
         unknown = [k for k in self.call_options if k not in self._params and not self.takes_kwargs]
         if unknown:
@@ -237,10 +228,8 @@ class DiffusersGenerator(Generator):
         return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in self._params.values())
 
     def call_arg(self, option: str) -> str | None:
-        for arg in CALL_ARGS.get(option, ()):
-            if arg in self._params:
-                return arg
-        return None
+        arg = CALL_ARGS.get(option, option)
+        return arg if arg in self._params else None
 
     def takes(self, arg: str) -> bool:
         return arg in self._params

@@ -22,6 +22,7 @@ from typing import Any, Protocol, Sequence
 
 from bon.content import Content, ImageItem, TextItem
 from bon.errors import BonError, first_line
+from generators._common import positive_int
 
 BACKENDS = ("transformers", "transformers-vlm", "openai")
 
@@ -83,8 +84,7 @@ class LocalChat:
         from bon.backends.device import HalvingBatches
 
         model_location(model, where)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise BonError(f"{where}: batch_size must be a positive integer, got {batch_size!r}")
+        positive_int(batch_size, f"{where}: batch_size", allow_none=False)
         self.where, self.vision, self.model_arg = where, vision, str(model)
         self.settings = {"revision": revision, "dtype": dtype, "device": device}
         self.batches = HalvingBatches(batch_size, where, str(model))

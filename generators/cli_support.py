@@ -33,12 +33,9 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     ``options`` are the generator's options (``--option k=v``, values already parsed); ``label`` among
     them names the candidates' folder (default: the generator's registered name).
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise BonError(f"--n must be at least 1, got {n!r}")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise BonError(f"--batch-size must be at least 1, got {batch_size!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise BonError(f"--limit must be at least 1, got {limit!r}")
+    for flag, value in (("--n", n), ("--batch-size", batch_size), ("--limit", limit)):
+        if (value is not None or flag == "--n") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise BonError(f"{flag} must be at least 1, got {value!r}")
     suite = Path(suite)
     if not suite.is_file():
         raise BonError(f"{suite}: suite file not found")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -345,9 +346,7 @@ def select(prompts: list[Prompt], categories: Any, limit: Any, benchmark: str) -
 
 def unique_ids(ids: list[str], extra: list[str]) -> list[str]:
     """The benchmark's ids; an id that repeats gets ``_<extra>`` (and a counter if still not unique)."""
-    counts: dict[str, int] = {}
-    for i in ids:
-        counts[i] = counts.get(i, 0) + 1
+    counts = Counter(ids)
     out, seen = [], set()
     for i, e in zip(ids, extra):
         new = i if counts[i] == 1 else f"{i}_{e}"

@@ -156,11 +156,8 @@ def despeckle(cls: np.ndarray, reach: int = 2) -> np.ndarray:
     them, so a line drawn across a shape does not cut it in two."""
     out = cls.copy()
     r2 = 2 * reach
-    for axis in (1, 0):
-        if axis == 1:
-            before, mid, after = out[:, :-r2], out[:, reach:-reach], out[:, r2:]
-        else:
-            before, mid, after = out[:-r2], out[reach:-reach], out[r2:]
+    for view in (out.T, out):  # along each row, then along each column
+        before, mid, after = view[:-r2], view[reach:-reach], view[r2:]
         fix = (before == after) & (before != mid)
         mid[fix] = before[fix]  # mid is a view into out
     return out
