@@ -31,8 +31,9 @@ MAX_TRIES = 200
 
 def build_suite(seed: int, per_task: int = 40, tasks: Sequence[str] = TASKS, id_prefix: str = "") -> list[Prompt]:
     """``per_task`` prompts for each task, categories in rotation; same seed, same suite."""
-    makers: dict[str, Callable[[np.random.Generator, str], dict[str, Any]]] = {
-        "t2i": make_t2i, "edit": make_edit, "interleaved": make_interleaved, "reasoning": make_reasoning,
+    # each draws a spec from the rng, or None when the draw does not fit (then it draws again)
+    makers: dict[str, Callable[[np.random.Generator, str], dict[str, Any] | None]] = {
+        "t2i": make_t2i, "edit": try_edit, "interleaved": try_interleaved, "reasoning": try_reasoning,
     }
     prompts = []
     for task in tasks:
@@ -40,7 +41,8 @@ def build_suite(seed: int, per_task: int = 40, tasks: Sequence[str] = TASKS, id_
         for i in range(per_task):
             pid = f"{id_prefix}{task}-{i:04d}"
             category = cats[i % len(cats)]
-            spec = makers[task](S.rng_of("suite", seed, task, i), category)
+            rng = S.rng_of("suite", seed, task, i)
+            spec = first_valid(lambda: makers[task](rng, category), f"a {task} prompt of kind {category}")
             prompts.append(make_prompt(pid, task, spec, category, seed))
     return prompts
 
@@ -121,10 +123,6 @@ def first_valid(attempt: Callable[[], dict[str, Any] | None], what: str) -> dict
     raise RuntimeError(f"could not build {what}")
 
 
-def make_edit(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    return first_valid(lambda: try_edit(rng, category), f"an edit of kind {category}")
-
-
 def try_edit(rng: np.random.Generator, op: str) -> dict[str, Any] | None:
     kinds = distinct_kinds(rng, int(rng.integers(2, 5)))
     text = pick(rng, WORDS) if op == "retext" or rng.random() < 0.3 else None
@@ -183,12 +181,8 @@ def fit_relative(rng: np.random.Generator, scene: S.Scene, kind: tuple[str, str]
 # --- interleaved ------------------------------------------------------------------------------
 
 
-def make_interleaved(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    n_steps = int(category.split("-")[1])
-    return first_valid(lambda: try_interleaved(rng, n_steps), "an interleaved prompt")
-
-
-def try_interleaved(rng: np.random.Generator, n_steps: int) -> dict[str, Any] | None:
+def try_interleaved(rng: np.random.Generator, category: str) -> dict[str, Any] | None:
+    n_steps = int(category.split("-")[1])  # steps-N
     kinds = distinct_kinds(rng, int(rng.integers(1, 3)))
     scene = initial = S.Scene(placed(kinds, rng))
     start = [obj_dict(o) for o in scene.objects]
@@ -240,10 +234,6 @@ def next_step(rng: np.random.Generator, scene: S.Scene) -> tuple[dict[str, Any],
 
 
 # --- reasoning --------------------------------------------------------------------------------
-
-
-def make_reasoning(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    return first_valid(lambda: try_reasoning(rng, category), f"a {category} question")
 
 
 def try_reasoning(rng: np.random.Generator, kind: str) -> dict[str, Any] | None:
