@@ -22,7 +22,7 @@ from typing import Any, Protocol, Sequence
 
 from bon.content import Content, ImageItem, TextItem
 from bon.errors import BonError, first_line
-from generators._common import positive_int
+from generators._common import number, positive_int
 
 BACKENDS = ("transformers", "transformers-vlm", "openai")
 
@@ -54,6 +54,13 @@ def make_chat(spec: Any, where: str, default_backend: str = "transformers") -> C
         return LocalChat(where=where, vision=backend == "transformers-vlm", **spec)
     except TypeError as exc:
         raise BonError(f"{where}: bad {backend} options ({first_line(exc)})") from None
+
+
+def sampling(where: str, temperature: Any, top_p: Any, max_new_tokens: Any) -> dict[str, Any]:
+    """The sampling settings of a text-writing generator, checked: :meth:`Chat.chat_many`'s keywords."""
+    return {"temperature": number(temperature, f"{where}: temperature", allow_none=False),
+            "top_p": number(top_p, f"{where}: top_p"),
+            "max_new_tokens": positive_int(max_new_tokens, f"{where}: max_new_tokens", allow_none=False)}
 
 
 def content_parts(content: Content) -> list[dict[str, Any]]:
