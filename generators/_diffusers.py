@@ -29,8 +29,8 @@ from bon.errors import BonError, first_line
 from bon.plugins import Generator
 from bon.backends.chat_vlm import model_location
 from bon.provenance import library_versions
-from generators._common import (VERSION_PACKAGES, number, positive_int, quiet_loading, revision_of_folder,
-                                snapshot_revision)
+from generators._common import (VERSION_PACKAGES, cached_file, number, positive_int, quiet_loading,
+                                revision_of_folder, snapshot_revision)
 
 # components an edit pipeline may take over from a loaded text-to-image pipeline when their configs
 # agree (FLUX.1 and FLUX.1 Kontext share both text encoders and the VAE; the denoisers differ)
@@ -311,13 +311,8 @@ def component_config(model: str, name: str, revision: str | None) -> dict[str, A
     None when it is not on disk."""
     path = Path(model) / name / "config.json"
     if not path.is_file():
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(model, f"{name}/config.json", revision=revision)
-        except Exception:  # noqa: BLE001 - not a hub id, or no cache: nothing to share
-            return None
-        path = Path(hit) if isinstance(hit, str) else path
+        hit = cached_file(model, f"{name}/config.json", revision)
+        path = Path(hit) if hit else path
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -152,10 +152,7 @@ def draw_t2i(spec: dict[str, Any], m: Mood) -> S.Scene:
         g["count"] = max(0, old + delta)
         m.log("count", what=f"{g['colour']} {g['shape']}", want=old, drew=g["count"])
     kinds = [(g["colour"], g["shape"]) for g in groups for _ in range(g["count"])]
-    index = {}
-    for i, g in enumerate(groups):
-        if g["count"] >= 1:
-            index[i] = sum(x["count"] for x in groups[:i])
+    index = {i: sum(x["count"] for x in groups[:i]) for i, g in enumerate(groups) if g["count"] >= 1}  # first object of each
     rels = [{"a": index[r["a"]], "rel": r["rel"], "b": index[r["b"]]} for r in relations if r["a"] in index and r["b"] in index]
     objs = placed(kinds[: S.GRID_COLS * S.GRID_ROWS], m.rng, rels)
     if objs and m.happens(0.8):
