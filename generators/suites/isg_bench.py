@@ -57,7 +57,9 @@ GROUP_OF = {c: g for g, cats in GROUPS.items() for c in cats}
 def build_suite(dataset: str = REPO, path: str | None = None, revision: str | None = None, categories: Any = None,
                 groups: Any = None, limit: int | None = None) -> list[Prompt]:
     jsonl, images = _locate(dataset, path, revision)
-    rows = _read(jsonl)
+    rows = [rec for _, rec in read_jsonl(jsonl, torn_tail_ok=False)]
+    if not rows:
+        raise BonError(f"{jsonl}: no queries")
     ids = unique_ids([str(r.get("id")) for r in rows], [str(r.get("Category")) for r in rows])
     prompts = [to_prompt(r, pid, images, where=f"{jsonl}:{n}") for (n, r), pid in zip(enumerate(rows, 1), ids)]
     if groups is not None:
@@ -195,10 +197,3 @@ def _download(repo: str, revision: str | None) -> Path:
     if not jsonl.is_file():
         raise BonError(f"{NAME}: {repo} has no {JSONL}")
     return jsonl
-
-
-def _read(jsonl: Path) -> list[dict[str, Any]]:
-    rows = [rec for _, rec in read_jsonl(jsonl, torn_tail_ok=False)]
-    if not rows:
-        raise BonError(f"{jsonl}: no queries")
-    return rows

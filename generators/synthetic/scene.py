@@ -100,11 +100,6 @@ def rng_of(*parts: object) -> np.random.Generator:
 # --- layout -----------------------------------------------------------------------------------
 
 
-def cell_centre(cell: int) -> tuple[float, float]:
-    col, row = cell % GRID_COLS, cell // GRID_COLS
-    return (col + 0.5) * CELL_W, (row + 0.5) * CELL_H
-
-
 def cell_of(x: float, y: float) -> int:
     col = int(np.clip(x // CELL_W, 0, GRID_COLS - 1))
     row = int(np.clip(y // CELL_H, 0, GRID_ROWS - 1))
@@ -113,7 +108,7 @@ def cell_of(x: float, y: float) -> int:
 
 def jittered(cell: int, size: float, rng: np.random.Generator) -> tuple[float, float]:
     """A centre inside ``cell`` that keeps the whole shape in the cell (so cells never overlap)."""
-    cx, cy = cell_centre(cell)
+    cx, cy = (cell % GRID_COLS + 0.5) * CELL_W, (cell // GRID_COLS + 0.5) * CELL_H  # the cell's centre
     jx = max(0.0, CELL_W / 2 - size - 2)
     jy = max(0.0, CELL_H / 2 - size - 2)
     return float(cx + rng.uniform(-jx, jx)), float(cy + rng.uniform(-jy, jy))
