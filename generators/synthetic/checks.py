@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections import Counter
 from typing import Any
 
 from bon.content import Content, ImageItem, Prompt, TextItem
@@ -266,11 +267,7 @@ def step_slots(response: Content) -> list[tuple[str | None, ImageItem | None]]:
 def kinds_f1(want: list[tuple[str, str]], seen: list[tuple[str, str]]) -> float:
     if not want and not seen:
         return 1.0
-    rest, common = list(seen), 0
-    for k in want:
-        if k in rest:
-            rest.remove(k)
-            common += 1
+    common = sum((Counter(want) & Counter(seen)).values())  # the kinds both hold, with multiplicity
     return 2.0 * common / (len(want) + len(seen))
 
 
