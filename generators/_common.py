@@ -9,18 +9,12 @@ from __future__ import annotations
 import importlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from bon.errors import BonError
-from bon import provenance
-
 
 # Packages whose versions go into every candidate's provenance (those that are installed).
 VERSION_PACKAGES = ("bon", "torch", "diffusers", "transformers", "accelerate", "tokenizers", "openai", "pillow")
-
-def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
-    """Versions of the libraries a generator adapter depends on."""
-    return provenance.library_versions(packages)
 
 
 def positive_int(value: Any, what: str, allow_none: bool = True) -> int | None:
@@ -41,17 +35,21 @@ def number(value: Any, what: str, allow_none: bool = True) -> float | None:
 
 # --- models: local folder or hub id -----------------------------------------------------------
 
-def snapshot_revision(model: str, filename: str, revision: str | None) -> str | None:
-    """The commit hash of a hub model when it can be read from the local cache, else the revision asked for."""
+def cached_file(model: str, filename: str, revision: str | None) -> str | None:
+    """The Hugging Face cache's copy of a hub model's file; None when it is not there (or not a hub id)."""
     try:
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(model, filename, revision=revision)
-    except Exception:  # noqa: BLE001 - provenance is best effort
-        return revision
-    if isinstance(hit, str):
-        return revision_of_folder(hit) or revision
-    return revision
+    except Exception:  # noqa: BLE001 - best effort: provenance, or a chance to share a component
+        return None
+    return hit if isinstance(hit, str) else None
+
+
+def snapshot_revision(model: str, filename: str, revision: str | None) -> str | None:
+    """The commit hash of a hub model when it can be read from the local cache, else the revision asked for."""
+    hit = cached_file(model, filename, revision)
+    return (revision_of_folder(hit) if hit else None) or revision
 
 
 def revision_of_folder(folder: str) -> str | None:

@@ -28,8 +28,9 @@ from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError, first_line
 from bon.plugins import Generator
 from bon.backends.chat_vlm import model_location
-from generators._common import (library_versions, number, positive_int, quiet_loading, revision_of_folder,
-                                snapshot_revision)
+from bon.provenance import library_versions
+from generators._common import (VERSION_PACKAGES, cached_file, number, positive_int, quiet_loading,
+                                revision_of_folder, snapshot_revision)
 
 # components an edit pipeline may take over from a loaded text-to-image pipeline when their configs
 # agree (FLUX.1 and FLUX.1 Kontext share both text encoders and the VAE; the denoisers differ)
@@ -37,25 +38,15 @@ SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
 
 OFFLOAD = {False: None, None: None, "none": None, True: "model", "model": "model", "sequential": "sequential"}
 
-# bon option -> pipeline __call__ argument (the first one the pipeline takes wins)
-CALL_ARGS: dict[str, tuple[str, ...]] = {
-    "steps": ("num_inference_steps",),
-    "guidance": ("guidance_scale",),
-    "true_cfg": ("true_cfg_scale",),
-    "width": ("width",),
-    "height": ("height",),
-    "negative_prompt": ("negative_prompt",),
-    "image_guidance": ("image_guidance_scale",),
-    "strength": ("strength",),
-    "max_area": ("max_area",),
-}
+# bon option -> pipeline __call__ argument (the others have the same name)
+CALL_ARGS = {"steps": "num_inference_steps", "guidance": "guidance_scale", "true_cfg": "true_cfg_scale",
+             "image_guidance": "image_guidance_scale"}
 
 
 class DiffusersGenerator(Generator):
     """Base of the diffusers adapters; subclasses say what the pipeline is for and what it is given."""
 
     adapter = "diffusers"
-    purpose = "t2i"  # or "edit"
     extra_options: tuple[str, ...] = ()  # option names only the subclass accepts (e.g. strength)
 
     def __init__(
@@ -189,7 +180,7 @@ class DiffusersGenerator(Generator):
             "device": device,
             "cpu_offload": self.offload or False,
             "revision": revision or self.revision,
-            "versions": library_versions(),
+            "versions": library_versions(VERSION_PACKAGES),
             **({"shared_components": self.shared} if self.shared else {}),
         }
         return pipe
@@ -224,7 +215,7 @@ class DiffusersGenerator(Generator):
             if value is None or key in self.handled_options:
                 continue
             if self.call_arg(key) is None:
-                raise BonError(f"{self.adapter}: {type(pipe).__name__} takes no {CALL_ARGS[key][0]} "
+                raise BonError(f"{self.adapter}: {type(pipe).__name__} takes no {CALL_ARGS.get(key, key)} "
                                f"(option {key!r}); remove it for this model")
         unknown = [k for k in self.call_options if k not in self._params and not self.takes_kwargs]
         if unknown:
@@ -237,10 +228,8 @@ class DiffusersGenerator(Generator):
         return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in self._params.values())
 
     def call_arg(self, option: str) -> str | None:
-        for arg in CALL_ARGS.get(option, ()):
-            if arg in self._params:
-                return arg
-        return None
+        arg = CALL_ARGS.get(option, option)
+        return arg if arg in self._params else None
 
     def takes(self, arg: str) -> bool:
         return arg in self._params
@@ -322,13 +311,8 @@ def component_config(model: str, name: str, revision: str | None) -> dict[str, A
     None when it is not on disk."""
     path = Path(model) / name / "config.json"
     if not path.is_file():
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(model, f"{name}/config.json", revision=revision)
-        except Exception:  # noqa: BLE001 - not a hub id, or no cache: nothing to share
-            return None
-        path = Path(hit) if isinstance(hit, str) else path
+        hit = cached_file(model, f"{name}/config.json", revision)
+        path = Path(hit) if hit else path
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

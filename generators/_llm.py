@@ -22,6 +22,7 @@ from typing import Any, Protocol, Sequence
 
 from bon.content import Content, ImageItem, TextItem
 from bon.errors import BonError, first_line
+from generators._common import number, positive_int
 
 BACKENDS = ("transformers", "transformers-vlm", "openai")
 
@@ -55,6 +56,13 @@ def make_chat(spec: Any, where: str, default_backend: str = "transformers") -> C
         raise BonError(f"{where}: bad {backend} options ({first_line(exc)})") from None
 
 
+def sampling(where: str, temperature: Any, top_p: Any, max_new_tokens: Any) -> dict[str, Any]:
+    """The sampling settings of a text-writing generator, checked: :meth:`Chat.chat_many`'s keywords."""
+    return {"temperature": number(temperature, f"{where}: temperature", allow_none=False),
+            "top_p": number(top_p, f"{where}: top_p"),
+            "max_new_tokens": positive_int(max_new_tokens, f"{where}: max_new_tokens", allow_none=False)}
+
+
 def content_parts(content: Content) -> list[dict[str, Any]]:
     """A prompt's items as chat content parts, in order: ``{"type": "text", "text": ...}`` and
     ``{"type": "image", "image": PIL.Image}``."""
@@ -83,8 +91,7 @@ class LocalChat:
         from bon.backends.device import HalvingBatches
 
         model_location(model, where)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise BonError(f"{where}: batch_size must be a positive integer, got {batch_size!r}")
+        positive_int(batch_size, f"{where}: batch_size", allow_none=False)
         self.where, self.vision, self.model_arg = where, vision, str(model)
         self.settings = {"revision": revision, "dtype": dtype, "device": device}
         self.batches = HalvingBatches(batch_size, where, str(model))

@@ -1,9 +1,7 @@
 """``bon generate``: N candidates per prompt of a suite from one generator, into a resumable run folder.
 
-The CLI calls :func:`generate_command`; it reuses the study's generate stage
-(:func:`bon.stages.generate.generate`), so candidates land where a study expects them
-(``<out>/candidates/<label>/candidates.jsonl`` and ``images/``), prompts already complete are skipped,
-and a prompt cut off midway is redone. The settings that fix the candidates (generator, options,
+:func:`generate_command` reuses the study's generate stage, so candidates land where a study expects
+them (``<out>/candidates/<label>/``), prompts already complete are skipped and one cut off midway is redone. The settings that fix the candidates (generator, options,
 seed, N) are recorded in ``<out>/candidates/<label>/generate.json``; resuming with other ones is refused,
 except for settings that do not change what is generated (batch size, device placement, API
 concurrency and retry settings). The prompts are copied beside the candidates
@@ -12,9 +10,8 @@ concurrency and retry settings). The prompts are copied beside the candidates
 
 from __future__ import annotations
 
-import inspect
+import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +33,9 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     ``options`` are the generator's options (``--option k=v``, values already parsed); ``label`` among
     them names the candidates' folder (default: the generator's registered name).
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise BonError(f"--n must be at least 1, got {n!r}")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise BonError(f"--batch-size must be at least 1, got {batch_size!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise BonError(f"--limit must be at least 1, got {limit!r}")
+    for flag, value in (("--n", n), ("--batch-size", batch_size), ("--limit", limit)):
+        if (value is not None or flag == "--n") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise BonError(f"{flag} must be at least 1, got {value!r}")
     suite = Path(suite)
     if not suite.is_file():
         raise BonError(f"{suite}: suite file not found")
@@ -59,7 +53,8 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     label = str(options.pop("label", None) or name)
     factory = registry.resolve("generator", name)
     if batch_size is not None:
-        if not accepts(factory, "batch_size"):
+        named, forwards = registry.option_names(factory)
+        if "batch_size" not in named and not forwards:
             raise BonError(f"--batch-size: generator {name!r} does not batch (drop the option)")
         options["batch_size"] = batch_size
     generator = registry.create("generator", generator_spec, name=label, **options)  # options checked before any write
@@ -71,7 +66,7 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     validate = getattr(generator, "validate", None)
     if callable(validate):
         validate(prompts, n)
-    run = open_run_folder(out)  # validate, then act: the folder is created only now
+    run = RunFolder(out)  # validate, then act: the folder is created (and probed for writing) only now
     record_file = run.candidates_dir(label) / "generate.json"
     write_json(record_file, {**record, "options": redacted(options), "identity": safe_identity(generator)})
     prompts_file = copy_prompts(prompts, run.candidates_dir(label))
@@ -98,28 +93,6 @@ def generate_command(generator_spec: str, options: dict[str, Any], suite: Path, 
     }
 
 
-def open_run_folder(out: Path) -> RunFolder:
-    """A run folder we can really write to (``os.access`` says yes to root even on a read-only mount)."""
-    if out.exists() and not out.is_dir():
-        raise BonError(f"{out}: output path is a file, not a folder")
-    run = RunFolder(out)
-    probe = out / f".bon-write-test-{uuid.uuid4().hex}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise BonError(f"{out}: output folder is not writable ({exc.strerror or exc})") from None
-    return run
-
-
-def accepts(factory: Any, option: str) -> bool:
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return True
-    return option in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
 def frozen(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "options": {k: v for k, v in record["options"].items() if k not in RUNTIME_OPTIONS}}
 
@@ -127,8 +100,6 @@ def frozen(record: dict[str, Any]) -> dict[str, Any]:
 def check_record(path: Path, record: dict[str, Any]) -> None:
     if not path.exists():
         return
-    import json
-
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

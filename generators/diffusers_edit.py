@@ -30,7 +30,6 @@ from generators._diffusers import DiffusersGenerator, prompt_text
 
 class DiffusersEdit(DiffusersGenerator):
     adapter = "diffusers-edit"
-    purpose = "edit"
     extra_options = ("image_guidance", "strength", "max_area")
     handled_options = ("width", "height")
 

@@ -28,7 +28,6 @@ from generators._diffusers import DiffusersGenerator
 
 class DiffusersT2I(DiffusersGenerator):
     adapter = "diffusers-t2i"
-    purpose = "t2i"
 
     def adapt(self, pipe: Any) -> Any:
         image = inspect.signature(pipe.__call__).parameters.get("image")

@@ -53,15 +53,11 @@ class FileCandidates(Generator):
         self.allow_extra = bool(allow_extra)
         self.root = Path(root).expanduser() if root is not None else None
         self.manifest = Path(manifest).expanduser() if manifest is not None else None
-        self._entries: dict[str, dict[int, Entry]] | None = None
-        if self.root is not None:
-            if not self.root.is_dir():
-                raise BonError(f"{self.adapter}: candidate folder {self.root} not found")
-        else:
-            assert self.manifest is not None
-            if not self.manifest.is_file():
-                raise BonError(f"{self.adapter}: manifest {self.manifest} not found")
-            self._entries = read_manifest(self.manifest)
+        if self.root is not None and not self.root.is_dir():
+            raise BonError(f"{self.adapter}: candidate folder {self.root} not found")
+        if self.manifest is not None and not self.manifest.is_file():
+            raise BonError(f"{self.adapter}: manifest {self.manifest} not found")
+        self._entries = read_manifest(self.manifest) if self.manifest is not None else None
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "adapter": self.adapter,

@@ -47,8 +47,9 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Generator
 from bon.seeds import derive_seed
-from generators._common import library_versions, number, positive_int
-from generators._llm import content_parts, make_chat
+from bon.provenance import library_versions
+from generators._common import VERSION_PACKAGES, positive_int
+from generators._llm import content_parts, make_chat, sampling
 
 SYSTEM = (
     "You answer with text and pictures. Write the answer in plain prose and place each picture where it "
@@ -128,9 +129,7 @@ class InterleavedAgent(Generator):
         self.planner = make_chat(planner, f"{self.adapter}: planner")
         self.renderer = self._child(renderer, "renderer", required=True)
         self.editor = self._child(editor, "editor", required=False)
-        self.temperature = number(temperature, f"{self.adapter}: temperature", allow_none=False)
-        self.top_p = number(top_p, f"{self.adapter}: top_p")
-        self.max_new_tokens = positive_int(max_new_tokens, f"{self.adapter}: max_new_tokens", allow_none=False)
+        self.sampling = sampling(self.adapter, temperature, top_p, max_new_tokens)
         if isinstance(min_images, bool) or not isinstance(min_images, int) or min_images < 0:
             raise BonError(f"{self.adapter}: min_images must be a non-negative integer, got {min_images!r}")
         self.min_images = min_images
@@ -181,8 +180,7 @@ class InterleavedAgent(Generator):
                 "settings": self.settings()}
 
     def settings(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "min_images": self.min_images, "max_images": self.max_images, "style": self.style,
+        return {**self.sampling, "min_images": self.min_images, "max_images": self.max_images, "style": self.style,
                 "system": self.system}
 
     def messages(self, prompt: Prompt) -> list[dict[str, Any]]:
@@ -190,14 +188,13 @@ class InterleavedAgent(Generator):
                 {"role": "user", "content": content_parts(prompt.content)}]
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
-        plans = self.planner.chat_many(self.messages(prompt), [int(s) for s in seeds], temperature=self.temperature,
-                                       top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+        plans = self.planner.chat_many(self.messages(prompt), [int(s) for s in seeds], **self.sampling)
         return [self.one(prompt, plan, k, int(seed)) for k, (seed, plan) in enumerate(zip(seeds, plans))]
 
     def one(self, prompt: Prompt, plan: Any, index: int, seed: int) -> Candidate:
         """Candidate ``index`` from its plan (or the planner's failure): every slot rendered in order."""
         prov: dict[str, Any] = {"adapter": self.adapter, "planner": self.planner.describe(), "settings": self.settings(),
-                                "seed": seed, "versions": library_versions()}
+                                "seed": seed, "versions": library_versions(VERSION_PACKAGES)}
         if not isinstance(plan, str):  # an ApiFailure
             prov.update(plan.info())
             prov["missing"] = f"planner: {plan.reason}"

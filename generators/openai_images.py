@@ -35,7 +35,8 @@ from bon.backends.openai_api import ApiFailure, OpenAIEndpoint, Reply
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Generator
-from generators._common import library_versions, positive_int
+from bon.provenance import library_versions
+from generators._common import positive_int
 
 MODES = ("auto", "generate", "edit")
 

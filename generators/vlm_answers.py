@@ -31,8 +31,8 @@ from typing import Any, Sequence
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.plugins import Generator
-from generators._common import number, positive_int
-from generators._llm import content_parts, make_chat
+from generators._common import positive_int
+from generators._llm import content_parts, make_chat, sampling
 
 ANSWER_LINE = re.compile(r"(?im)^[ \t>*_#-]*(?:final[ \t]+)?answer[ \t]*\**[ \t]*[:：][ \t]*(.+?)[ \t]*$")
 ANSWER_IS = re.compile(r"(?i)\bthe\s+(?:final\s+)?answer\s+is\s*[:：]?\s*([^\n]+?)\s*(?:\.\s*$|$|\n)")
@@ -48,15 +48,12 @@ class VlmAnswers(Generator):
         if backend not in ("transformers", "openai"):
             raise BonError(f"{self.adapter}: backend must be transformers or openai, got {backend!r}")
         self.name = name or self.adapter
-        self.backend_name = backend
         self.max_concurrency = positive_int(max_concurrency, f"{self.adapter}: max_concurrency", allow_none=False)
         spec = {"backend": "transformers-vlm" if backend == "transformers" else "openai", "model": model, **backend_options}
         if backend == "openai":
             spec["max_concurrency"] = self.max_concurrency
         self.chat = make_chat(spec, self.adapter)
-        self.temperature = number(temperature, f"{self.adapter}: temperature", allow_none=False)
-        self.top_p = number(top_p, f"{self.adapter}: top_p")
-        self.max_new_tokens = positive_int(max_new_tokens, f"{self.adapter}: max_new_tokens", allow_none=False)
+        self.sampling = sampling(self.adapter, temperature, top_p, max_new_tokens)
         self.system, self.instruction = system, instruction
         try:
             self.pattern = re.compile(answer_pattern) if answer_pattern else None
@@ -69,8 +66,7 @@ class VlmAnswers(Generator):
         return {"name": self.name, "adapter": self.adapter, **self.chat.describe(), "settings": self.settings()}
 
     def settings(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "system": self.system, "instruction": self.instruction,
+        return {**self.sampling, "system": self.system, "instruction": self.instruction,
                 "answer_pattern": self.pattern.pattern if self.pattern else None}
 
     def messages(self, prompt: Prompt) -> list[dict[str, Any]]:
@@ -84,8 +80,7 @@ class VlmAnswers(Generator):
         self.chat.close()
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
-        answers = self.chat.chat_many(self.messages(prompt), [int(s) for s in seeds], temperature=self.temperature,
-                                      top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+        answers = self.chat.chat_many(self.messages(prompt), [int(s) for s in seeds], **self.sampling)
         described = self.chat.describe()
         out = []
         for k, (seed, text) in enumerate(zip(seeds, answers)):

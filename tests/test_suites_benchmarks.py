@@ -162,7 +162,7 @@ def test_isg_bench_filters_and_jsonl_path(copies):
 def test_isg_bench_missing_image_names_it(tmp_path):
     folder = F.write_isg_bench(tmp_path / "isg")
     (folder / "images" / "0001_q1.png").unlink()
-    with pytest.raises(BonError, match="image images/0001_q1.png not found"):
+    with pytest.raises(BonError, match="image file images/0001_q1.png not found"):
         isg_bench.build_suite(path=str(folder))
 
 

@@ -42,7 +42,7 @@ def test_perception_recovers_a_hand_built_scene():
         got = seen.find(want.colour, want.shape)[0]
         assert abs(got.x - want.x) <= 1.5 and abs(got.y - want.y) <= 1.5
     assert seen.count(colour="red") == 1 and seen.count(shape="square") == 1
-    assert seen.leftmost().colour == "red" and seen.bottommost().shape == "triangle"
+    assert seen.extreme("leftmost").colour == "red" and seen.extreme("bottommost").shape == "triangle"
     assert seen.text is None and seen.artefact < 0.05
 
 
@@ -55,18 +55,18 @@ def test_perception_recovers_random_scenes_exactly():
 
 @pytest.mark.parametrize("word", ["CAT", "HELLO", "W1W2W", "ROOM 42", "QUIZ", "MIMWIW"])
 def test_read_text_reads_rendered_words(word):
-    assert P.read_text(S.render(S.Scene([], word))) == word
+    assert P.perceive(S.render(S.Scene([], word))).text == word
 
 
 def test_read_text_sees_a_misspelling_and_no_banner():
-    assert P.read_text(S.render(S.Scene([], "CAR"))) == "CAR"
-    assert P.read_text(S.render(random_scene(3))) is None
+    assert P.perceive(S.render(S.Scene([], "CAR"))).text == "CAR"
+    assert P.perceive(S.render(random_scene(3))).text is None
 
 
 def test_read_text_survives_mild_damage():
     scene = random_scene(5, "GARDEN")
     for art in ({"blur": 1.0}, {"noise": 0.2}, {"blocks": 0.5}):
-        assert P.read_text(S.render(scene, art, np.random.default_rng(1))) == "GARDEN", art
+        assert P.perceive(S.render(scene, art, np.random.default_rng(1))).text == "GARDEN", art
 
 
 def test_artefact_estimate_rises_with_damage():

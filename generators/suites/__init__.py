@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from PIL import Image
 
-from bon.content import ImageItem, Prompt
+from bon.content import ImageItem, Prompt, read_jsonl
 from bon.errors import BonError, first_line
 
 __all__ = ["PLUGINS", "LazyImage", "Rows", "open_rows", "image_from", "select", "first_line"]
@@ -67,23 +68,17 @@ class LazyImage(ImageItem):
 # --- rows from the Hub or from a local copy ------------------------------------------------------
 
 
+@dataclass
 class Rows:
     """Rows of one table as dicts; ``cell(i, column)`` fetches one cell again (for lazy images)."""
 
-    def __init__(self, rows: list[dict[str, Any]], cell: Callable[[int, str], Any], where: str, base: Path | None = None):
-        self.rows = rows
-        self._cell = cell
-        self.where = where
-        self.base = base  # folder that relative image paths in the rows are resolved against
-
-    def __len__(self) -> int:
-        return len(self.rows)
+    rows: list[dict[str, Any]]
+    cell: Callable[[int, str], Any]
+    where: str
+    base: Path | None = None  # folder that relative image paths in the rows are resolved against
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
         return iter(enumerate(self.rows))
-
-    def cell(self, i: int, column: str) -> Any:
-        return self._cell(i, column)
 
 
 def open_rows(benchmark: str, dataset: str, path: str | Path | None, split: str | None, config: str | None = None,
@@ -99,13 +94,17 @@ def open_rows(benchmark: str, dataset: str, path: str | Path | None, split: str 
     return _hub_rows(benchmark, dataset, split, config, revision, image_columns, hint)
 
 
-def _hub_rows(benchmark: str, dataset: str, split: str | None, config: str | None, revision: str | None,
-              image_columns: tuple[str, ...], hint: str) -> Rows:
+def _datasets(benchmark: str, reading: str, tail: str = "") -> Any:
     try:
         import datasets
     except ImportError:
-        raise BonError(f"{benchmark}: reading {dataset} from the Hub needs the datasets package "
-                       "(pip install '.[datasets]'), or give path: to a local copy") from None
+        raise BonError(f"{benchmark}: reading {reading} needs the datasets package (pip install '.[datasets]'){tail}") from None
+    return datasets
+
+
+def _hub_rows(benchmark: str, dataset: str, split: str | None, config: str | None, revision: str | None,
+              image_columns: tuple[str, ...], hint: str) -> Rows:
+    datasets = _datasets(benchmark, f"{dataset} from the Hub", ", or give path: to a local copy")
     kw: dict[str, Any] = {}
     if revision:
         kw["revision"] = revision
@@ -148,9 +147,7 @@ def _local_rows(benchmark: str, path: Path, split: str | None, config: str | Non
     if suffixes <= {".arrow"}:
         return _arrow_files(benchmark, files, image_columns)
     if suffixes <= {".jsonl", ".json"}:
-        rows: list[dict[str, Any]] = []
-        for f in files:
-            rows += _json_rows(f)
+        rows = [r for f in files for r in _json_rows(f)]
         return Rows(rows, lambda i, c: rows[i][c], where=str(path), base=files[0].parent)
     raise BonError(f"{benchmark}: {path} mixes file kinds {sorted(suffixes)}; point path: at one kind")
 
@@ -189,30 +186,19 @@ def _parquet(files: list[Path], image_columns: tuple[str, ...]) -> Rows:
         table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
     except Exception as exc:  # noqa: BLE001
         raise BonError(f"{files[0]}: unreadable Parquet ({first_line(exc)})") from None
-    plain = [c for c in table.column_names if c not in image_columns]
-    rows = table.select(plain).to_pylist()
-    for r in rows:
-        for c in image_columns:
-            if c in table.column_names:
-                r[c] = _Deferred(c)
+    rows = _deferred(table.select(_plain(table.column_names, image_columns)).to_pylist(), table.column_names, image_columns)
     return Rows(rows, lambda i, c: table.column(c)[i].as_py(), where=str(files[0].parent), base=files[0].parent)
 
 
 def _arrow_files(benchmark: str, files: list[Path], image_columns: tuple[str, ...]) -> Rows:
-    try:
-        import datasets
-    except ImportError:
-        raise BonError(f"{benchmark}: reading .arrow files needs the datasets package (pip install '.[datasets]')") from None
+    datasets = _datasets(benchmark, ".arrow files")
     parts = [datasets.Dataset.from_file(str(f)) for f in files]
     ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
     return _from_dataset(ds, image_columns, str(files[0].parent))
 
 
 def _arrow_dir(benchmark: str, path: Path, split: str | None, image_columns: tuple[str, ...]) -> Rows:
-    try:
-        import datasets
-    except ImportError:
-        raise BonError(f"{benchmark}: reading a saved dataset needs the datasets package (pip install '.[datasets]')") from None
+    datasets = _datasets(benchmark, "a saved dataset")
     try:
         ds = datasets.load_from_disk(str(path))
     except Exception as exc:  # noqa: BLE001
@@ -226,28 +212,27 @@ def _arrow_dir(benchmark: str, path: Path, split: str | None, image_columns: tup
 
 
 def _from_dataset(ds: Any, image_columns: tuple[str, ...], where: str) -> Rows:
-    plain = [c for c in ds.column_names if c not in image_columns]
+    plain = _plain(ds.column_names, image_columns)
     rows = ds.select_columns(plain).to_list() if plain else [{} for _ in range(len(ds))]
+    return Rows(_deferred(rows, ds.column_names, image_columns), lambda i, c: ds[i][c], where=where)
+
+
+def _plain(columns: list[str], image_columns: tuple[str, ...]) -> list[str]:
+    return [c for c in columns if c not in image_columns]
+
+
+def _deferred(rows: list[dict[str, Any]], columns: list[str], image_columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows with a :class:`_Deferred` in each image column the table has (decoded on demand)."""
     for r in rows:
-        for c in image_columns:
-            if c in ds.column_names:
-                r[c] = _Deferred(c)
-    return Rows(rows, lambda i, c: ds[i][c], where=where)
+        r.update({c: _Deferred(c) for c in image_columns if c in columns})
+    return rows
 
 
 def _json_rows(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        out = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise BonError(f"{path}:{n}: not valid JSON") from None
-        return out
+        return [rec for _, rec in read_jsonl(path, torn_tail_ok=False)]
     try:
-        data = json.loads(text)
+        data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise BonError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if isinstance(data, dict):  # {"00001": {...}, ...} as in the t2v_metrics files, or {"data": [...]}
@@ -267,21 +252,15 @@ def image_from(rows: Rows, i: int, column: str, origin: str) -> LazyImage | None
     value = rows.rows[i].get(column)
     if value is None:
         return None
-    if isinstance(value, _Deferred):
-        def fetch(i: int = i, column: str = column) -> Image.Image:
-            img = decode_image(rows.cell(i, column), rows.base, origin)
-            if img is None:
-                raise BonError(f"{origin}: the image cell is empty")
-            return img
-        return LazyImage(fetch=fetch, origin=origin)
-    if isinstance(value, (str, dict, bytes, Image.Image)):
-        def fetch_value(value: Any = value) -> Image.Image:
-            img = decode_image(value, rows.base, origin)
-            if img is None:
-                raise BonError(f"{origin}: the image cell is empty")
-            return img
-        return LazyImage(fetch=fetch_value, origin=origin)
-    raise BonError(f"{origin}: unexpected image value {type(value).__name__}")
+    if not isinstance(value, (_Deferred, str, dict, bytes, Image.Image)):
+        raise BonError(f"{origin}: unexpected image value {type(value).__name__}")
+
+    def fetch() -> Image.Image:
+        img = decode_image(rows.cell(i, column) if isinstance(value, _Deferred) else value, rows.base, origin)
+        if img is None:
+            raise BonError(f"{origin}: the image cell is empty")
+        return img
+    return LazyImage(fetch=fetch, origin=origin)
 
 
 def has_image(rows: Rows, i: int, column: str) -> bool:
@@ -309,6 +288,13 @@ def decode_image(value: Any, base: Path | None, origin: str) -> Image.Image | No
     if isinstance(value, str):
         return open_image_file(value, base, origin)
     raise BonError(f"{origin}: cannot read an image from {type(value).__name__}")
+
+
+def file_image(rel: str, base: Path, origin: str, hint: str = "") -> LazyImage:
+    """A lazy image of the file ``rel`` under ``base``; a missing file is an error now, not at first use."""
+    if resolve_image_path(rel, base) is None:
+        raise BonError(f"{origin}: image file {rel} not found under {base}{hint}")
+    return LazyImage(fetch=lambda: open_image_file(rel, base, origin), origin=origin)
 
 
 def open_image_file(rel: str, base: Path | None, origin: str) -> Image.Image:
@@ -360,9 +346,7 @@ def select(prompts: list[Prompt], categories: Any, limit: Any, benchmark: str) -
 
 def unique_ids(ids: list[str], extra: list[str]) -> list[str]:
     """The benchmark's ids; an id that repeats gets ``_<extra>`` (and a counter if still not unique)."""
-    counts: dict[str, int] = {}
-    for i in ids:
-        counts[i] = counts.get(i, 0) + 1
+    counts = Counter(ids)
     out, seen = [], set()
     for i, e in zip(ids, extra):
         new = i if counts[i] == 1 else f"{i}_{e}"

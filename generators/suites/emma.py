@@ -20,6 +20,7 @@ subject (``Math/test-*.parquet``, as in the dataset repository) or one file.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,8 @@ def build_suite(dataset: str = DATASET, path: str | None = None, split: str | No
             p = to_prompt(rows, i, row, where=f"{rows.where} row {i}")
             if p.metadata.get("subject") in wanted or subject is not None:
                 prompts.append(p)
-    ids = [p.id for p in prompts]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
+    dup = next((pid for pid, n in Counter(p.id for p in prompts).items() if n > 1), None)
+    if dup is not None:
         raise BonError(f"{NAME}: pid {dup} appears twice")
     return select(prompts, categories, limit, NAME)
 

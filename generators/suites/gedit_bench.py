@@ -18,6 +18,7 @@ give editors ``input_image_raw`` instead of ``input_image``.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from bon.content import Content, Prompt, TextItem
@@ -60,9 +61,8 @@ def build_suite(dataset: str = DATASET, path: str | None = None, split: str | No
             "intersection_exist": bool(row.get("Intersection_exist", False)),
         }
         prompts.append(Prompt(pid, "edit", Content([TextItem(str(instruction)), image]), meta))
-    ids = [p.id for p in prompts]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
+    dup = next((pid for pid, n in Counter(p.id for p in prompts).items() if n > 1), None)
+    if dup is not None:
         raise BonError(f"{NAME}: key {dup} appears twice for one language in {rows.where}")
     if not prompts:
         raise BonError(f"{NAME}: no rows with instruction_language {language} in {rows.where}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections import Counter
 from typing import Any
 
 from bon.content import Content, Prompt, TextItem
@@ -39,14 +40,10 @@ def build_suite(dataset: str = DATASET, path: str | None = None, split: str | No
                 categories: Any = None, limit: int | None = None) -> list[Prompt]:
     rows = open_rows(NAME, dataset, path, split, revision=revision, image_columns=MODELS,
                      hint=" (the Parquet files of BaiqiL/GenAI-Bench, or t2v_metrics' genai_image.json)")
-    prompts = []
-    for i, row in rows:
-        prompts.append(to_prompt(row, where=f"{rows.where} row {i}"))
-    seen: set[str] = set()
-    for p in prompts:
-        if p.id in seen:
-            raise BonError(f"{NAME}: id {p.id} appears twice in {rows.where}")
-        seen.add(p.id)
+    prompts = [to_prompt(row, where=f"{rows.where} row {i}") for i, row in rows]
+    dup = next((pid for pid, n in Counter(p.id for p in prompts).items() if n > 1), None)
+    if dup is not None:
+        raise BonError(f"{NAME}: id {dup} appears twice in {rows.where}")
     return select(prompts, categories, limit, NAME)
 
 

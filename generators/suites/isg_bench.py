@@ -29,13 +29,13 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PIL import Image
 
 from bon.content import Content, Prompt, TextItem, read_jsonl
 from bon.errors import BonError
-from generators.suites import LazyImage, first_line, open_image_file, resolve_image_path, select, unique_ids
+from generators.suites import LazyImage, file_image, first_line, resolve_image_path, select, unique_ids
 
 REPO = "shuaishuaicdp/ISG-Bench"
 NAME = "ISG-Bench"
@@ -57,7 +57,9 @@ GROUP_OF = {c: g for g, cats in GROUPS.items() for c in cats}
 def build_suite(dataset: str = REPO, path: str | None = None, revision: str | None = None, categories: Any = None,
                 groups: Any = None, limit: int | None = None) -> list[Prompt]:
     jsonl, images = _locate(dataset, path, revision)
-    rows = _read(jsonl)
+    rows = [rec for _, rec in read_jsonl(jsonl, torn_tail_ok=False)]
+    if not rows:
+        raise BonError(f"{jsonl}: no queries")
     ids = unique_ids([str(r.get("id")) for r in rows], [str(r.get("Category")) for r in rows])
     prompts = [to_prompt(r, pid, images, where=f"{jsonl}:{n}") for (n, r), pid in zip(enumerate(rows, 1), ids)]
     if groups is not None:
@@ -129,17 +131,12 @@ class ImageSource:
         self._members: dict[str, str] | None = None
 
     def item(self, rel: str, origin: str) -> LazyImage:
-        fetch: Callable[[], Image.Image]
-        if resolve_image_path(rel, self.folder) is not None or self.archive is None:
-            if resolve_image_path(rel, self.folder) is None:
-                raise BonError(f"{origin}: image {rel} not found under {self.folder} (unpack images.zip there)")
-            fetch = lambda rel=rel, origin=origin: open_image_file(rel, self.folder, origin)  # noqa: E731
-        else:
-            member = self.member(rel)
-            if member is None:
-                raise BonError(f"{origin}: image {rel} is neither under {self.folder} nor in {self.archive}")
-            fetch = lambda member=member: self._from_zip(member)  # noqa: E731
-        return LazyImage(fetch=fetch, origin=origin)
+        if self.archive is None or resolve_image_path(rel, self.folder) is not None:
+            return file_image(rel, self.folder, origin, " (unpack images.zip there)")
+        member = self.member(rel)
+        if member is None:
+            raise BonError(f"{origin}: image {rel} is neither under {self.folder} nor in {self.archive}")
+        return LazyImage(fetch=lambda: self._from_zip(member), origin=origin)
 
     def member(self, rel: str) -> str | None:
         if self._members is None:
@@ -200,10 +197,3 @@ def _download(repo: str, revision: str | None) -> Path:
     if not jsonl.is_file():
         raise BonError(f"{NAME}: {repo} has no {JSONL}")
     return jsonl
-
-
-def _read(jsonl: Path) -> list[dict[str, Any]]:
-    rows = [rec for _, rec in read_jsonl(jsonl, torn_tail_ok=False)]
-    if not rows:
-        raise BonError(f"{jsonl}: no queries")
-    return rows

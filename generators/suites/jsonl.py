@@ -25,9 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bon.content import TASKS, Content, ImageItem, Prompt, TextItem, read_jsonl
+from bon.content import TASKS, Content, Prompt, TextItem, read_jsonl
 from bon.errors import BonError
-from generators.suites import LazyImage, open_image_file, resolve_image_path, select
+from generators.suites import file_image, select
 
 NAME = "prompts"
 PLAIN_TEXT = ("prompt", "text")
@@ -63,7 +63,7 @@ def parse_line(rec: dict[str, Any], base: Path, default_task: str | None, where:
         raise BonError(f"{where}: prompt lacks task (or give the suite option task:)")
     if "content" in rec:
         content = Content.from_json(rec["content"], base, f"{where}: content",
-                                    image=lambda rel, origin: _image(rel, base, origin))
+                                    image=lambda rel, origin: file_image(rel, base, origin))
         meta = dict(rec.get("metadata") or {})
     else:
         text = next((rec[k] for k in PLAIN_TEXT if k in rec), None)
@@ -72,7 +72,7 @@ def parse_line(rec: dict[str, Any], base: Path, default_task: str | None, where:
         images = rec.get("images") or []
         if isinstance(images, str):
             images = [images]
-        items: list[Any] = [TextItem(text)] + [_image(str(v), base, f"{where} image {k}") for k, v in enumerate(images)]
+        items: list[Any] = [TextItem(text)] + [file_image(str(v), base, f"{where} image {k}") for k, v in enumerate(images)]
         content = Content(items)
         meta = {k: v for k, v in rec.items() if k not in ("id", "task", *PLAIN_TEXT, "images", "metadata")}
         meta.update(rec.get("metadata") or {})
@@ -80,9 +80,3 @@ def parse_line(rec: dict[str, Any], base: Path, default_task: str | None, where:
         return Prompt(str(rec["id"]), str(task), content, meta)
     except BonError as exc:
         raise BonError(f"{where}: {exc}") from None
-
-
-def _image(rel: str, base: Path, origin: str) -> ImageItem:
-    if resolve_image_path(rel, base) is None:
-        raise BonError(f"{origin}: image file {rel} not found under {base}")
-    return LazyImage(fetch=lambda: open_image_file(rel, base, origin), origin=origin)

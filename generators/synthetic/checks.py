@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections import Counter
 from typing import Any
 
 from bon.content import Content, ImageItem, Prompt, TextItem
 from generators.synthetic import language as L
 from generators.synthetic.perception import SeenObject, SeenScene, perceive
+from generators.synthetic.scene import relation_margin
 
 REL_MARGIN = 4.0  # px a relation must hold by
 ART_WEIGHT = 0.5  # how much perceived damage can take off a score
@@ -27,8 +29,7 @@ SAME_PLACE = 10.0  # px: an object this close to where it was is "the same one"
 
 
 def relation_holds(a: SeenObject, rel: str, b: SeenObject) -> bool:
-    d = {"left of": b.x - a.x, "right of": a.x - b.x, "above": b.y - a.y, "below": a.y - b.y}[rel]
-    return d > REL_MARGIN
+    return relation_margin(a, rel, b) > REL_MARGIN
 
 
 def any_relation(seen: SeenScene, a: dict[str, Any], rel: str, b: dict[str, Any]) -> bool:
@@ -266,11 +267,7 @@ def step_slots(response: Content) -> list[tuple[str | None, ImageItem | None]]:
 def kinds_f1(want: list[tuple[str, str]], seen: list[tuple[str, str]]) -> float:
     if not want and not seen:
         return 1.0
-    rest, common = list(seen), 0
-    for k in want:
-        if k in rest:
-            rest.remove(k)
-            common += 1
+    common = sum((Counter(want) & Counter(seen)).values())  # the kinds both hold, with multiplicity
     return 2.0 * common / (len(want) + len(seen))
 
 
@@ -346,8 +343,7 @@ def solve(question: dict[str, Any], seen: SeenScene) -> str | None:
     if kind == "more":
         a, b = question["a"], question["b"]
         return "yes" if seen.count(a.get("colour"), a.get("shape")) > seen.count(b.get("colour"), b.get("shape")) else "no"
-    pick = {"leftmost": seen.leftmost, "rightmost": seen.rightmost, "topmost": seen.topmost, "bottommost": seen.bottommost}
-    o = pick[question["position"]]()
+    o = seen.extreme(question["position"])
     if o is None:
         return None
     return o.colour if kind == "colour_of" else o.shape

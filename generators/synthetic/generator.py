@@ -61,29 +61,17 @@ class SyntheticGenerator(Generator):
         mean = min(0.98, max(0.02, 1.0 - self.skill))
         lapse = float(rng.beta(mean * CONCENTRATION, (1.0 - mean) * CONCENTRATION))
         faults: Faults = []
-        make: dict[str, Callable[..., Content]] = {
-            "t2i": self.t2i, "edit": self.edit, "interleaved": self.interleaved, "reasoning": self.reasoning}
-        content = make[prompt.task](prompt, spec, Mood(rng, lapse, faults))
+        make: dict[str, Callable[[Mood], Content]] = {
+            "t2i": lambda m: Content.of(render_with(draw_t2i(spec, m), m)),
+            "edit": lambda m: Content.of(render_with(draw_edit(spec, m), m)),
+            "interleaved": lambda m: draw_interleaved(spec, m),
+            "reasoning": lambda m: answer_reasoning(prompt, spec, m, self.skill),
+        }
+        content = make[prompt.task](Mood(rng, lapse, faults))
         # the latent truth (what was really drawn) travels with the candidate for the simulated
         # annotators; verifier and judges read only the content
         prov = {"skill": self.skill, "seed": seed, "lapse": round(lapse, 3), "faults": faults, "truth": truth_of(faults)}
         return Candidate(prompt.id, index, self.name, seed, content, prov)
-
-    # --- tasks -------------------------------------------------------------------------------
-
-    def t2i(self, prompt: Prompt, spec: dict[str, Any], m: "Mood") -> Content:
-        scene = draw_t2i(spec, m)
-        return Content.of(render_with(scene, m))
-
-    def edit(self, prompt: Prompt, spec: dict[str, Any], m: "Mood") -> Content:
-        scene = draw_edit(spec, m)
-        return Content.of(render_with(scene, m))
-
-    def interleaved(self, prompt: Prompt, spec: dict[str, Any], m: "Mood") -> Content:
-        return draw_interleaved(spec, m)
-
-    def reasoning(self, prompt: Prompt, spec: dict[str, Any], m: "Mood") -> Content:
-        return answer_reasoning(prompt, spec, m, self.skill)
 
 
 class Mood:
@@ -164,10 +152,7 @@ def draw_t2i(spec: dict[str, Any], m: Mood) -> S.Scene:
         g["count"] = max(0, old + delta)
         m.log("count", what=f"{g['colour']} {g['shape']}", want=old, drew=g["count"])
     kinds = [(g["colour"], g["shape"]) for g in groups for _ in range(g["count"])]
-    index = {}
-    for i, g in enumerate(groups):
-        if g["count"] >= 1:
-            index[i] = sum(x["count"] for x in groups[:i])
+    index = {i: sum(x["count"] for x in groups[:i]) for i, g in enumerate(groups) if g["count"] >= 1}  # first object of each
     rels = [{"a": index[r["a"]], "rel": r["rel"], "b": index[r["b"]]} for r in relations if r["a"] in index and r["b"] in index]
     objs = placed(kinds[: S.GRID_COLS * S.GRID_ROWS], m.rng, rels)
     if objs and m.happens(0.8):
@@ -471,8 +456,7 @@ def relevant_objects(spec: dict[str, Any]) -> list[S.SceneObject]:
         return [o for o in objs if t.get("colour") in (None, o.colour) and t.get("shape") in (None, o.shape)]
     if q["kind"] == "more":
         return [o for o in objs for k in (q["a"], q["b"]) if k.get("colour") in (None, o.colour) and k.get("shape") in (None, o.shape)]
-    key = {"leftmost": lambda o: o.x, "rightmost": lambda o: -o.x, "topmost": lambda o: o.y, "bottommost": lambda o: -o.y}
-    return [min(objs, key=key[q["position"]])]
+    return [min(objs, key=S.POSITION_KEYS[q["position"]])]
 
 
 def sketch(prompt: Prompt, spec: dict[str, Any]) -> Image.Image:

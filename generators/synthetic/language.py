@@ -97,7 +97,7 @@ def describe(task: str, spec: dict[str, Any], seed: object = 0) -> str:
     if task == "t2i":
         return describe_t2i(spec, v)
     if task == "edit":
-        return describe_edit(spec, v) + " Keep everything else unchanged."
+        return describe_op(spec, v) + ". Keep everything else unchanged."
     if task == "interleaved":
         return describe_interleaved(spec, v)
     if task == "reasoning":
@@ -140,10 +140,6 @@ def describe_op(step: dict[str, Any], v: int, capital: bool = True) -> str:
     return s if capital else s[0].lower() + s[1:]
 
 
-def describe_edit(spec: dict[str, Any], v: int) -> str:
-    return describe_op(spec, v) + "."
-
-
 def describe_interleaved(spec: dict[str, Any], v: int) -> str:
     start = join_list([thing(o) for o in spec["start"]])
     parts = [f"Start with {start}."]
@@ -176,7 +172,8 @@ def describe_question(q: dict[str, Any], v: int) -> str:
 def interpret(prompt: Prompt) -> dict[str, Any]:
     """Parse the prompt's text back into the public spec (raises BonError if it is not this world's)."""
     text = prompt.content.text
-    parsers = {"t2i": parse_t2i, "edit": parse_edit, "interleaved": parse_interleaved, "reasoning": parse_reasoning}
+    parsers = {"t2i": parse_t2i, "edit": lambda t: parse_op(re.split(r"(?<=\.)\s", t.strip())[0]),  # the first sentence
+               "interleaved": parse_interleaved, "reasoning": parse_reasoning}
     try:
         return parsers[prompt.task](text)
     except (KeyError, ValueError, AttributeError, IndexError) as exc:
@@ -226,11 +223,6 @@ def parse_op(sentence: str) -> dict[str, Any]:
 
 def obj(colour: str, shape: str) -> dict[str, str]:
     return {"colour": colour, "shape": shape}
-
-
-def parse_edit(text: str) -> dict[str, Any]:
-    first = re.split(r"(?<=\.)\s", text.strip())[0]
-    return parse_op(first)
 
 
 def parse_interleaved(text: str) -> dict[str, Any]:

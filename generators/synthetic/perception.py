@@ -9,7 +9,6 @@ image is parsed once per process however many judges look at it.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,9 +42,6 @@ class SeenObject:
     y: float
     area: int  # pixels, canvas units
 
-    def to_dict(self) -> dict:
-        return {"shape": self.shape, "colour": self.colour, "x": round(self.x, 1), "y": round(self.y, 1), "area": self.area}
-
 
 @dataclass
 class SeenScene:
@@ -53,7 +49,6 @@ class SeenScene:
     text: str | None
     artefact: float  # 0 clean .. 1 badly damaged (no-reference estimate)
     background: tuple[float, float, float] = field(default=S.BACKGROUND)  # mean colour of the bare canvas
-    banner: bool = False
 
     def count(self, colour: str | None = None, shape: str | None = None) -> int:
         return len(self.find(colour, shape))
@@ -65,20 +60,9 @@ class SeenScene:
         """Sorted ``(colour, shape)`` multiset: what is there, ignoring where."""
         return sorted((o.colour, o.shape) for o in self.objects)
 
-    def leftmost(self) -> SeenObject | None:
-        return min(self.objects, key=lambda o: o.x, default=None)
-
-    def rightmost(self) -> SeenObject | None:
-        return max(self.objects, key=lambda o: o.x, default=None)
-
-    def topmost(self) -> SeenObject | None:
-        return min(self.objects, key=lambda o: o.y, default=None)
-
-    def bottommost(self) -> SeenObject | None:
-        return max(self.objects, key=lambda o: o.y, default=None)
-
-    def to_dict(self) -> dict:
-        return {"objects": [o.to_dict() for o in self.objects], "text": self.text, "artefact": round(self.artefact, 3)}
+    def extreme(self, position: str) -> SeenObject | None:
+        """The object a position word (leftmost, rightmost, topmost, bottommost) names; None if there is none."""
+        return min(self.objects, key=S.POSITION_KEYS[position], default=None)
 
 
 # --- quantiser --------------------------------------------------------------------------------
@@ -109,39 +93,20 @@ _CACHE: "OrderedDict[tuple[str, int | None], SeenScene]" = OrderedDict()
 _CACHE_MAX = 60000
 
 
-def image_digest(image: Image.Image | ImageItem) -> str:
-    if isinstance(image, ImageItem):
-        return image.digest
-    im = image.convert("RGB")
-    h = hashlib.sha256(b"image\0")
-    h.update(f"{im.mode}:{im.width}x{im.height}\0".encode())
-    h.update(im.tobytes())
-    return h.hexdigest()
-
-
 def perceive(image: Image.Image | ImageItem, resolution: int | None = None) -> SeenScene:
     """Parse an image into objects, text and an artefact score; ``resolution`` (e.g. 32) looks at
     a downsampled copy first. Cached by pixel digest and resolution."""
-    key = (image_digest(image), resolution)
+    item = image if isinstance(image, ImageItem) else ImageItem.from_pil(image)
+    key = (item.digest, resolution)
     hit = _CACHE.get(key)
     if hit is not None:
         _CACHE.move_to_end(key)
         return hit
-    pil = image.load() if isinstance(image, ImageItem) else image.convert("RGB")
-    seen = _perceive(pil, resolution)
+    seen = _perceive(item.load(), resolution)
     _CACHE[key] = seen
     if len(_CACHE) > _CACHE_MAX:
         _CACHE.popitem(last=False)
     return seen
-
-
-def read_text(image: Image.Image | ImageItem, resolution: int | None = None) -> str | None:
-    """The banner text read by glyph template matching, or None if there is no banner or no ink."""
-    return perceive(image, resolution).text
-
-
-def clear_cache() -> None:
-    _CACHE.clear()
 
 
 def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
@@ -165,7 +130,7 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
     text = read_banner(text_arr) if banner is not None else None
     art = artefact_score(cls, clean, resid, region, kept)
     bg = background_colour(arr, cls, region)
-    return SeenScene(objects, text, art, bg, banner is not None)
+    return SeenScene(objects, text, art, bg)
 
 
 # --- objects ----------------------------------------------------------------------------------
@@ -191,11 +156,8 @@ def despeckle(cls: np.ndarray, reach: int = 2) -> np.ndarray:
     them, so a line drawn across a shape does not cut it in two."""
     out = cls.copy()
     r2 = 2 * reach
-    for axis in (1, 0):
-        if axis == 1:
-            before, mid, after = out[:, :-r2], out[:, reach:-reach], out[:, r2:]
-        else:
-            before, mid, after = out[:-r2], out[reach:-reach], out[r2:]
+    for view in (out.T, out):  # along each row, then along each column
+        before, mid, after = view[:-r2], view[reach:-reach], view[r2:]
         fix = (before == after) & (before != mid)
         mid[fix] = before[fix]  # mid is a view into out
     return out

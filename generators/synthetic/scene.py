@@ -100,11 +100,6 @@ def rng_of(*parts: object) -> np.random.Generator:
 # --- layout -----------------------------------------------------------------------------------
 
 
-def cell_centre(cell: int) -> tuple[float, float]:
-    col, row = cell % GRID_COLS, cell // GRID_COLS
-    return (col + 0.5) * CELL_W, (row + 0.5) * CELL_H
-
-
 def cell_of(x: float, y: float) -> int:
     col = int(np.clip(x // CELL_W, 0, GRID_COLS - 1))
     row = int(np.clip(y // CELL_H, 0, GRID_ROWS - 1))
@@ -113,7 +108,7 @@ def cell_of(x: float, y: float) -> int:
 
 def jittered(cell: int, size: float, rng: np.random.Generator) -> tuple[float, float]:
     """A centre inside ``cell`` that keeps the whole shape in the cell (so cells never overlap)."""
-    cx, cy = cell_centre(cell)
+    cx, cy = (cell % GRID_COLS + 0.5) * CELL_W, (cell // GRID_COLS + 0.5) * CELL_H  # the cell's centre
     jx = max(0.0, CELL_W / 2 - size - 2)
     jy = max(0.0, CELL_H / 2 - size - 2)
     return float(cx + rng.uniform(-jx, jx)), float(cy + rng.uniform(-jy, jy))
@@ -143,6 +138,16 @@ def place_objects(
         x, y = jittered(cell, size, rng)
         out.append(SceneObject(shape, colour, x, y, size))
     return out
+
+
+def relation_margin(a: Any, rel: str, b: Any) -> float:
+    """How far ``a`` stands in relation ``rel`` to ``b`` (negative: violated), in px; any objects with x, y."""
+    return {"left of": b.x - a.x, "right of": a.x - b.x, "above": b.y - a.y, "below": a.y - b.y}[rel]
+
+
+# how each position word ranks objects: the one that sorts first is the one it names
+POSITION_KEYS = {"leftmost": lambda o: o.x, "rightmost": lambda o: -o.x, "topmost": lambda o: o.y,
+                 "bottommost": lambda o: -o.y}
 
 
 def free_cells(scene: Scene, exclude: SceneObject | None = None) -> list[int]:

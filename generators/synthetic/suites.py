@@ -31,8 +31,9 @@ MAX_TRIES = 200
 
 def build_suite(seed: int, per_task: int = 40, tasks: Sequence[str] = TASKS, id_prefix: str = "") -> list[Prompt]:
     """``per_task`` prompts for each task, categories in rotation; same seed, same suite."""
-    makers: dict[str, Callable[[np.random.Generator, str], dict[str, Any]]] = {
-        "t2i": make_t2i, "edit": make_edit, "interleaved": make_interleaved, "reasoning": make_reasoning,
+    # each draws a spec from the rng, or None when the draw does not fit (then it draws again)
+    makers: dict[str, Callable[[np.random.Generator, str], dict[str, Any] | None]] = {
+        "t2i": make_t2i, "edit": try_edit, "interleaved": try_interleaved, "reasoning": try_reasoning,
     }
     prompts = []
     for task in tasks:
@@ -40,7 +41,8 @@ def build_suite(seed: int, per_task: int = 40, tasks: Sequence[str] = TASKS, id_
         for i in range(per_task):
             pid = f"{id_prefix}{task}-{i:04d}"
             category = cats[i % len(cats)]
-            spec = makers[task](S.rng_of("suite", seed, task, i), category)
+            rng = S.rng_of("suite", seed, task, i)
+            spec = first_valid(lambda: makers[task](rng, category), f"a {task} prompt of kind {category}")
             prompts.append(make_prompt(pid, task, spec, category, seed))
     return prompts
 
@@ -71,22 +73,11 @@ def distinct_kinds(rng: np.random.Generator, n: int, colour: str | None = None, 
     return [pool[i] for i in idx]
 
 
-def relation_margin(a: S.SceneObject, rel: str, b: S.SceneObject) -> float:
-    """How far the relation holds (negative: violated), in px."""
-    if rel == "left of":
-        return b.x - a.x
-    if rel == "right of":
-        return a.x - b.x
-    if rel == "above":
-        return b.y - a.y
-    return a.y - b.y
-
-
 def placed(kinds: list[tuple[str, str]], rng: np.random.Generator, relations: list[dict[str, Any]] = (), taken: Sequence[int] = ()) -> list[S.SceneObject]:
     """Objects on the grid with all ``relations`` (between kinds' indices) holding comfortably."""
     for _ in range(MAX_TRIES):
         objs = S.place_objects([(s, c) for c, s in kinds], rng, taken=taken)
-        if all(relation_margin(objs[r["a"]], r["rel"], objs[r["b"]]) >= SAFE_MARGIN for r in relations):
+        if all(S.relation_margin(objs[r["a"]], r["rel"], objs[r["b"]]) >= SAFE_MARGIN for r in relations):
             return objs
     raise RuntimeError("could not lay out the relations")
 
@@ -105,20 +96,14 @@ def make_t2i(rng: np.random.Generator, category: str) -> dict[str, Any]:
         kinds = distinct_kinds(rng, 2)
         counts = [int(rng.integers(2, 6))] + ([int(rng.integers(1, 4))] if rng.random() < 0.5 else [])
         kinds = kinds[: len(counts)]
-    elif category == "colour":
-        kinds = distinct_kinds(rng, int(rng.integers(2, 4)))
+    else:  # one of each kind: 2-3 of them (1-2 beside a sign), all of one colour for "shape"
+        n = int(rng.integers(1, 3) if category == "text" else rng.integers(2, 4))
+        kinds = distinct_kinds(rng, n, colour=pick(rng, list(S.PALETTE)) if category == "shape" else None)
         counts = [1] * len(kinds)
-    elif category == "shape":
-        kinds = distinct_kinds(rng, int(rng.integers(2, 4)), colour=pick(rng, list(S.PALETTE)))
-        counts = [1] * len(kinds)
-    elif category == "position":
-        kinds = distinct_kinds(rng, int(rng.integers(2, 4)))
-        counts = [1] * len(kinds)
-        relations = [{"a": 0, "rel": pick(rng, L.RELATIONS), "b": 1}]
-    else:
-        kinds = distinct_kinds(rng, int(rng.integers(1, 3)))
-        counts = [1] * len(kinds)
-        text = pick(rng, WORDS)
+        if category == "position":
+            relations = [{"a": 0, "rel": pick(rng, L.RELATIONS), "b": 1}]
+        elif category == "text":
+            text = pick(rng, WORDS)
     groups = [{"count": n, "colour": c, "shape": s} for (c, s), n in zip(kinds, counts)]
     flat = [(g["colour"], g["shape"]) for g in groups for _ in range(g["count"])]
     objs = placed(flat, rng, relations)  # relation groups have count 1, so index = object index
@@ -136,10 +121,6 @@ def first_valid(attempt: Callable[[], dict[str, Any] | None], what: str) -> dict
         if spec is not None:
             return spec
     raise RuntimeError(f"could not build {what}")
-
-
-def make_edit(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    return first_valid(lambda: try_edit(rng, category), f"an edit of kind {category}")
 
 
 def try_edit(rng: np.random.Generator, op: str) -> dict[str, Any] | None:
@@ -169,7 +150,7 @@ def try_edit(rng: np.random.Generator, op: str) -> dict[str, Any] | None:
     elif op == "move":
         anchor_i = (target + 1 + int(rng.integers(len(kinds) - 1))) % len(kinds)
         anchor = before.objects[anchor_i]
-        rel = pick(rng, [r for r in L.RELATIONS if relation_margin(o, r, anchor) < 0])
+        rel = pick(rng, [r for r in L.RELATIONS if S.relation_margin(o, r, anchor) < 0])
         moved = fit_relative(rng, before, (o.colour, o.shape), rel, anchor, exclude=o, size=o.size)
         if moved is None:
             return None
@@ -192,7 +173,7 @@ def fit_relative(rng: np.random.Generator, scene: S.Scene, kind: tuple[str, str]
         for _ in range(6):
             x, y = S.jittered(cell, sz, rng)
             cand = S.SceneObject(kind[1], kind[0], x, y, sz)
-            if relation_margin(cand, rel, anchor) >= SAFE_MARGIN:
+            if S.relation_margin(cand, rel, anchor) >= SAFE_MARGIN:
                 return cand
     return None
 
@@ -200,12 +181,8 @@ def fit_relative(rng: np.random.Generator, scene: S.Scene, kind: tuple[str, str]
 # --- interleaved ------------------------------------------------------------------------------
 
 
-def make_interleaved(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    n_steps = int(category.split("-")[1])
-    return first_valid(lambda: try_interleaved(rng, n_steps), "an interleaved prompt")
-
-
-def try_interleaved(rng: np.random.Generator, n_steps: int) -> dict[str, Any] | None:
+def try_interleaved(rng: np.random.Generator, category: str) -> dict[str, Any] | None:
+    n_steps = int(category.split("-")[1])  # steps-N
     kinds = distinct_kinds(rng, int(rng.integers(1, 3)))
     scene = initial = S.Scene(placed(kinds, rng))
     start = [obj_dict(o) for o in scene.objects]
@@ -259,10 +236,6 @@ def next_step(rng: np.random.Generator, scene: S.Scene) -> tuple[dict[str, Any],
 # --- reasoning --------------------------------------------------------------------------------
 
 
-def make_reasoning(rng: np.random.Generator, category: str) -> dict[str, Any]:
-    return first_valid(lambda: try_reasoning(rng, category), f"a {category} question")
-
-
 def try_reasoning(rng: np.random.Generator, kind: str) -> dict[str, Any] | None:
     n = int(rng.integers(3, 8))
     colours = list(rng.permutation(list(S.PALETTE))[: int(rng.integers(2, 4))])
@@ -291,7 +264,7 @@ def answer_question_for(rng: np.random.Generator, kind: str, scene: S.Scene) -> 
         return {"kind": "count", "target": target}, str(n)
     if kind in ("colour_of", "shape_of"):
         pos = pick(rng, L.POSITIONS)
-        key = {"leftmost": lambda o: o.x, "rightmost": lambda o: -o.x, "topmost": lambda o: o.y, "bottommost": lambda o: -o.y}[pos]
+        key = S.POSITION_KEYS[pos]
         ranked = sorted(objs, key=key)
         if key(ranked[1]) - key(ranked[0]) < 10:
             return None  # no clear extreme
