@@ -1,4 +1,4 @@
-"""Reward models: pointwise judges that score each response alone (see bon.protocol.PointwiseJudge).
+"""Reward models: pointwise judges that score each response alone (see bon.plugins.PointwiseJudge).
 
 Each works with pointwise selection (argmax of the scores) and, through ``PointwiseJudge.judge``,
 as a pairwise judge in knockout, round-robin and ``bon mmrb2 judge``.
@@ -43,8 +43,7 @@ from PIL import Image
 
 from bon.content import Content, Prompt
 from bon.errors import BonError, first_line
-from bon.plugins import Score
-from bon.protocol import PointwiseJudge
+from bon.plugins import PointwiseJudge, Score
 from bon.backends import require
 from bon.backends.chat_vlm import ChatVlm, hf_errors, load_config, load_model, model_location, model_revision
 from bon.backends.device import HalvingBatches, free_memory, resolve_device, resolve_dtype
