@@ -46,7 +46,7 @@ from bon.errors import BonError, first_line
 from bon.plugins import PointwiseJudge, Score
 from bon.backends import require
 from bon.backends.chat_vlm import ChatVlm, hf_errors, load_config, load_model, model_location, model_revision
-from bon.backends.device import HalvingBatches, free_memory, resolve_device, resolve_dtype
+from bon.backends.device import free_memory, resolve_device, resolve_dtype
 from bon.backends.images import fit_pixels
 
 ENTRY_POINT_GROUP = "bon.judges"  # shared with judge classes: see bon.registry
@@ -250,8 +250,7 @@ class VqaScoreJudge(_ImageScorer):
         self.question = question
         self.backend = ChatVlm(str(model), self.name, revision=revision, dtype=dtype, device=device,
                                device_map=device_map, attn_implementation=attn_implementation,
-                               chat_template_kwargs=chat_template_kwargs)
-        self.batches = HalvingBatches(self.batch_size, self.name, str(model))
+                               chat_template_kwargs=chat_template_kwargs, batch_size=self.batch_size)
         self._yes: list[int] | None = None
 
     def close(self) -> None:
@@ -270,7 +269,7 @@ class VqaScoreJudge(_ImageScorer):
             probs = self.backend.next_token_logits(self.backend.encode(chunk)).softmax(dim=-1)
             return probs[:, self._yes].sum(dim=-1).tolist()
 
-        return self.batches.run(rendered, yes)
+        return self.backend.batches.run(rendered, yes)
 
 
 # --- installed reward models ------------------------------------------------------------------
