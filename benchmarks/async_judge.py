@@ -19,7 +19,8 @@ from pathlib import Path
 
 from _common import parser, timed
 from bon.content import Content, Prompt
-from bon.protocol import Comparison, PairwiseJudge, Verdict
+from bon.plugins import PairwiseJudge
+from bon.protocol import Comparison, Verdict
 from bon.referee import Referee
 from bon.store import JudgmentStore
 from judges.openai_compatible import OpenAICompatibleJudge

@@ -25,8 +25,8 @@ from PIL import Image
 from _common import parser, timed
 from bon.content import Candidate, Content, Prompt
 from bon.executors.ray import RayExecutor
-from bon.plugins import Generator, Score, Verifier
-from bon.protocol import PairwiseJudge, Verdict
+from bon.plugins import Generator, PairwiseJudge, Score, Verifier
+from bon.protocol import Verdict
 from bon.referee import Referee
 from bon.runfolder import RunFolder
 from bon.selection.knockout import Knockout

@@ -81,8 +81,8 @@ def main() -> None:
         print(f"{args.n} comparisons, one batched pass : {tb * 1000:8.1f} ms (median of {args.repeats})")
         print(f"{args.n} comparisons, {args.n} single passes  : {ts * 1000:8.1f} ms")
         print(f"ratio single / batched            : {ts / tb:8.2f}x")
-        print(f"forward passes per measurement    : batched {len(batched.forward_batches) // (args.repeats + 1)}, "
-              f"single {(len(single.forward_batches) - 1) // args.repeats}")
+        print(f"forward passes per measurement    : batched {len(batched.backend.forward_batches) // (args.repeats + 1)}, "
+              f"single {(len(single.backend.forward_batches) - 1) // args.repeats}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ responses A and B, which is better, with a 1-6 score where 6 means "A much bette
 better". A *match* between two candidates asks both orders (forward x,y and reverse y,x) and merges
 them with a deterministic tie rule. Strategies only ever talk to a :class:`Referee`, which owns the
 judgment store, so no judgment is paid for twice. The judge interfaces themselves live with every
-other plugin interface in :mod:`bon.plugins` (re-exported here for the judges that import them).
+other plugin interface in :mod:`bon.plugins`.
 """
 
 from __future__ import annotations
@@ -117,11 +117,3 @@ def decide_match(x: int, y: int, forward: list[Verdict], reverse: list[Verdict],
         winner, rule = (x if seeded_coin(*coin_key) else y), "coin"
     return MatchResult(x=x, y=y, forward=forward, reverse=reverse, winner=winner, rule=rule)
 
-
-def __getattr__(name: str) -> Any:
-    """``PairwiseJudge`` and ``PointwiseJudge`` are defined in :mod:`bon.plugins`."""
-    if name in ("PairwiseJudge", "PointwiseJudge"):
-        from bon import plugins
-
-        return getattr(plugins, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Reward models: pointwise judges that score each response alone (see bon.protocol.PointwiseJudge).
+"""Reward models: pointwise judges that score each response alone (see bon.plugins.PointwiseJudge).
 
 Each works with pointwise selection (argmax of the scores) and, through ``PointwiseJudge.judge``,
 as a pairwise judge in knockout, round-robin and ``bon mmrb2 judge``.
@@ -43,11 +43,10 @@ from PIL import Image
 
 from bon.content import Content, Prompt
 from bon.errors import BonError, first_line
-from bon.plugins import Score
-from bon.protocol import PointwiseJudge
+from bon.plugins import PointwiseJudge, Score
 from bon.backends import require
 from bon.backends.chat_vlm import ChatVlm, hf_errors, load_config, load_model, model_location, model_revision
-from bon.backends.device import HalvingBatches, free_memory, resolve_device, resolve_dtype
+from bon.backends.device import dtype_name, free_memory, resolve_device, resolve_dtype
 from bon.backends.images import fit_pixels
 
 ENTRY_POINT_GROUP = "bon.judges"  # shared with judge classes: see bon.registry
@@ -143,8 +142,7 @@ class ClipScoreJudge(_ImageScorer):
         self._text_cache: dict[str, Any] = {}
 
     def identity(self) -> dict[str, Any]:
-        ident = {"plugin": self.plugin, "version": self.version, "model": self.model_id,
-                 "revision": self.revision_pin, "dtype": str(self.dtype).replace("torch.", ""),
+        ident = {"plugin": self.plugin, "revision": self.revision_pin, "dtype": dtype_name(self.dtype),
                  "max_image_pixels": self.max_image_pixels, **self.extra_identity()}
         if self.processor_id != self.model_id:
             ident["processor"] = self.processor_id
@@ -251,16 +249,14 @@ class VqaScoreJudge(_ImageScorer):
         self.question = question
         self.backend = ChatVlm(str(model), self.name, revision=revision, dtype=dtype, device=device,
                                device_map=device_map, attn_implementation=attn_implementation,
-                               chat_template_kwargs=chat_template_kwargs)
-        self.batches = HalvingBatches(self.batch_size, self.name, str(model))
+                               chat_template_kwargs=chat_template_kwargs, batch_size=self.batch_size)
         self._yes: list[int] | None = None
 
     def close(self) -> None:
         self.backend.close()
 
     def identity(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "version": self.version, **self.backend.identity(),
-                "question": self.question, "max_image_pixels": self.max_image_pixels}
+        return {"plugin": self.plugin, **self.backend.identity(), "max_image_pixels": self.max_image_pixels}
 
     def score_images(self, text: str, images: list[Image.Image]) -> list[float]:
         question = self.question.format(prompt=text)
@@ -271,7 +267,7 @@ class VqaScoreJudge(_ImageScorer):
             probs = self.backend.next_token_logits(self.backend.encode(chunk)).softmax(dim=-1)
             return probs[:, self._yes].sum(dim=-1).tolist()
 
-        return self.batches.run(rendered, yes)
+        return self.backend.batches.run(rendered, yes)
 
 
 # --- installed reward models ------------------------------------------------------------------
@@ -308,10 +304,9 @@ class EntryPointRewardJudge(_ImageScorer):
 
     def identity(self) -> dict[str, Any]:
         dist = getattr(self.entry_point, "dist", None)
-        return {"plugin": self.plugin, "version": self.version, "entry_point": self.entry_point.name,
-                "target": self.entry_point.value,
+        return {"plugin": self.plugin, "entry_point": self.entry_point.name, "target": self.entry_point.value,
                 "package": f"{dist.metadata['Name']}=={dist.version}" if dist is not None else None,
-                "checkpoint": self.checkpoint, "options": self.options, "max_image_pixels": self.max_image_pixels}
+                "options": self.options, "max_image_pixels": self.max_image_pixels}
 
     @property
     def scorer(self) -> Any:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bon.backends.chat_vlm import ChatVlm, Rendered
-from bon.backends.device import HalvingBatches, OutOfMemory
+from bon.backends.device import OutOfMemory
 from bon.backends.images import fit_pixels
 from bon.errors import BonError, first_line
 from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
@@ -90,7 +90,6 @@ class TransformersVlmJudge(RubricJudge):
             raise BonError(f"{self.name}: batch_size must be at least 1, got {batch_size}")
         self.mode = mode
         self.max_image_pixels = int(max_image_pixels) if max_image_pixels else None
-        self.batch_size = int(batch_size)
         self.max_new_tokens = int(max_new_tokens)
         self.do_sample = bool(do_sample)
         self.temperature = temperature
@@ -100,10 +99,8 @@ class TransformersVlmJudge(RubricJudge):
         self.load_rubric()
         self.backend = ChatVlm(str(model), self.name, revision=revision, dtype=dtype, device=device,
                                device_map=device_map, attn_implementation=attn_implementation,
-                               chat_template_kwargs=chat_template_kwargs)
-        self.batches = HalvingBatches(self.batch_size, self.name, str(model))
+                               chat_template_kwargs=chat_template_kwargs, batch_size=int(batch_size))
         self._letters: dict[str, tuple[list[int], list[int]]] = {}
-        self.forward_batches: list[int] = []  # sizes of the batches sent through the model
 
     def close(self) -> None:
         self.backend.close()
@@ -164,7 +161,7 @@ class TransformersVlmJudge(RubricJudge):
         order = sorted(range(len(comparisons)), key=lambda i: _size(comparisons[i]), reverse=True)
         start = 0
         while start < len(order):
-            size = self.batches.size or self.batch_size
+            size = self.backend.batches.size
             ready: list[tuple[int, Rendered]] = []
             for i in order[start : start + size]:
                 try:
@@ -184,21 +181,20 @@ class TransformersVlmJudge(RubricJudge):
         """The batch through the model, halved on out-of-memory; other failures are transient verdicts."""
         def call(chunk: Sequence[tuple[int, Rendered]]) -> list[Verdict]:
             batch = self.backend.encode([r for _, r in chunk])
-            self.forward_batches.append(len(chunk))
             comps = [comparisons[i] for i, _ in chunk]
             if self.mode == "logits":
                 return self._from_logits(comps, self.backend.next_token_logits(batch))
             return self._from_text(comps, batch)
 
         try:
-            return self.batches.run(ready, call)
+            return self.backend.batches.run(ready, call)
         except OutOfMemory as exc:
-            return [Verdict.failed(str(exc), transient=True) for _ in ready]
+            reason = str(exc)
         except BonError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed batch must not end the run
             reason = f"{self.name}: {type(exc).__name__}: {first_line(exc)}"
-            return [Verdict.failed(reason, transient=True) for _ in ready]
+        return [Verdict.failed(reason, transient=True) for _ in ready]
 
     def _letter_ids(self, context: str) -> tuple[list[int], list[int]]:
         if context not in self._letters:

@@ -11,7 +11,8 @@ os.environ.setdefault("BON_QUIET", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from bon.content import Content, Prompt  # noqa: E402
-from bon.protocol import Comparison, PairwiseJudge, Verdict  # noqa: E402
+from bon.plugins import PairwiseJudge  # noqa: E402
+from bon.protocol import Comparison, Verdict  # noqa: E402
 
 
 class OrderJudge(PairwiseJudge):

@@ -7,8 +7,8 @@ import pytest
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.mmrb2 import flips
-from bon.plugins import Score
-from bon.protocol import Comparison, PairwiseJudge, PointwiseJudge, Verdict
+from bon.plugins import PairwiseJudge, PointwiseJudge, Score
+from bon.protocol import Comparison, Verdict
 from bon.referee import Referee
 from bon.selection import run_selection
 from bon.selection.knockout import Knockout

@@ -114,7 +114,7 @@ def test_logits_batch_of_eight_is_one_forward_pass_and_matches_single_passes(lla
     calls = count_forward(batched.backend.model)
     comps = comparisons(8)
     together = batched.judge(comps)
-    assert calls["n"] == 1 and batched.forward_batches == [8]
+    assert calls["n"] == 1 and batched.backend.forward_batches == [8]
     single = TransformersVlmJudge(model=str(llava), mode="logits", batch_size=1)
     calls1 = count_forward(single.backend.model)
     alone = single.judge(comps)
@@ -138,7 +138,7 @@ def test_vlm_judge_inside_a_knockout(llava, tmp_path):
     assert [p.index in range(4) for p in picks] == [True, True]
     assert all(len(p.matches) == 3 and p.missing == 0 for p in picks)
     # round 1: 2 prompts x 2 matches x 2 orders = 8 comparisons, one pass; the final: 4 in one pass
-    assert referee.stats.calls_made == 12 and calls["n"] == 2 and judge.forward_batches == [8, 4]
+    assert referee.stats.calls_made == 12 and calls["n"] == 2 and judge.backend.forward_batches == [8, 4]
     again = Referee(judge, store)
     assert [p.index for p in run_selection(Knockout(), again, groups)] == [p.index for p in picks]
     assert again.stats.calls_made == 0 and calls["n"] == 2
@@ -194,7 +194,7 @@ def test_study_config_entry_builds_the_judge_under_its_label(llava, tmp_path):
                         "judges": [{"name": f"transformers-vlm:{llava}", "label": "tiny-vlm", "options": {"mode": "logits", "batch_size": 4}}]},
                        where="study.yaml")
     judge = cfg.judges[0].create("judge")
-    assert isinstance(judge, TransformersVlmJudge) and judge.name == "tiny-vlm" and judge.batch_size == 4
+    assert isinstance(judge, TransformersVlmJudge) and judge.name == "tiny-vlm" and judge.backend.batches.size == 4
     assert "name" not in judge.identity() and judge.identity()["model"] == str(llava)  # labels don't key the store
 
 
@@ -205,5 +205,5 @@ def test_an_unreadable_image_fails_its_comparison_only(llava, tmp_path):
     comps = comparisons(3)
     comps[1].b = Content([ImageItem(path=tmp_path / "gone.png")])
     verdicts = judge.judge(comps)
-    assert verdicts[0].better and verdicts[2].better and judge.forward_batches == [2]
+    assert verdicts[0].better and verdicts[2].better and judge.backend.forward_batches == [2]
     assert verdicts[1].better is None and "gone.png: image file not found" in verdicts[1].missing

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from bon.content import Candidate, Content, Prompt
-from bon.protocol import PairwiseJudge, Verdict
+from bon.plugins import PairwiseJudge
+from bon.protocol import Verdict
 from bon.referee import Referee
 from bon.selection import run_selection
 from bon.selection.round_robin import RoundRobin, bradley_terry

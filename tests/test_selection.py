@@ -120,7 +120,7 @@ def test_round_robin_after_knockout_pays_only_the_new_pairs(tmp_path, order_judg
 
 def _reward_model():
     from bon.plugins import Score
-    from bon.protocol import PointwiseJudge
+    from bon.plugins import PointwiseJudge
 
     class NumberReward(PointwiseJudge):
         name = "number-reward"
@@ -155,7 +155,8 @@ def test_pointwise_argmax_caches_scores_and_has_a_pairwise_view(tmp_path, number
 
 def test_majority_vote_over_k_samples(tmp_path, number_prompt):
     """With samples=3 a match asks 3 samples per order; the majority over all 6 decides."""
-    from bon.protocol import PairwiseJudge, Verdict
+    from bon.plugins import PairwiseJudge
+    from bon.protocol import Verdict
 
     class FlakyOrder(PairwiseJudge):
         name = "flaky"

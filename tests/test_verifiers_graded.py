@@ -255,7 +255,7 @@ def test_tiny_vlm_gedit_logits_and_generate(llava):
     assert len(seen) == 4 and all(sum(k == "image" for k, _ in parts) in (1, 2) for parts in seen)
     assert '"Make the car green"' in "".join(v for k, v in seen[0] if k == "text")
     assert s.details["grader"]["revision"].startswith("local:") and s.details["grader"]["model"] == str(llava)
-    assert v.grader.forward_batches == [4]  # the four questions go through the model in one batch
+    assert v.grader.backend.forward_batches == [4]  # the four questions go through the model in one batch
     # a random model writes no JSON: a missing score naming the unreadable answer, never a zero
     g = registry.create("verifier", "gedit", model=str(llava), device="cpu", image_area=4096, max_new_tokens=6)
     s = g.score(edit_prompt(), cand(EDIT))

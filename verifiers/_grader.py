@@ -155,17 +155,15 @@ class TransformersGrader(Grader):
                  chat_template_kwargs: dict[str, Any] | None = None, max_image_pixels: int | None = 1024 * 1024,
                  batch_size: int = 8) -> None:
         from bon.backends.chat_vlm import ChatVlm
-        from bon.backends.device import HalvingBatches
 
         if int(batch_size) < 1:
             raise BonError(f"{who}: grader batch_size must be at least 1, got {batch_size}")
         self.name = who
         self.max_image_pixels = int(max_image_pixels) if max_image_pixels else None
         self.backend = ChatVlm(str(model), who, revision=revision, dtype=dtype, device=device, device_map=device_map,
-                               attn_implementation=attn_implementation, chat_template_kwargs=chat_template_kwargs)
-        self.batches = HalvingBatches(int(batch_size), who, str(model))
+                               attn_implementation=attn_implementation, chat_template_kwargs=chat_template_kwargs,
+                               batch_size=int(batch_size))
         self._ids: dict[str, list[int]] = {}
-        self.forward_batches: list[int] = []
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.backend_name, **self.backend.identity(), "max_image_pixels": self.max_image_pixels}
@@ -190,13 +188,8 @@ class TransformersGrader(Grader):
         unless the model itself refuses the input."""
         from bon.backends.device import OutOfMemory
 
-        def one(chunk: Sequence[tuple[str, list[Image.Image]]]) -> list[Any]:
-            batch = self.backend.encode(chunk)
-            self.forward_batches.append(len(chunk))
-            return call(batch)
-
         try:
-            return self.batches.run(rendered, one)
+            return self.backend.batches.run(rendered, lambda chunk: call(self.backend.encode(chunk)))
         except OutOfMemory as exc:
             raise GradingFailed(str(exc), transient=True) from None
         except BonError:

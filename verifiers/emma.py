@@ -185,7 +185,7 @@ class EmmaVerifier(Verifier):
         self.use_generator_answer = bool(use_generator_answer)
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, "rel_tol": self.rel_tol,
+        return {"name": self.name, "plugin": self.plugin, "rel_tol": self.rel_tol,
                 "use_generator_answer": self.use_generator_answer}
 
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:

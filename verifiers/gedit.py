@@ -90,8 +90,8 @@ class GEditVerifier(Verifier):
             self.grader.close()
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, "mode": self.mode,
-                "image_area": self.image_area, "grader": self.grader.identity()}
+        return {"name": self.name, "plugin": self.plugin, "image_area": self.image_area,
+                "grader": self.grader.identity()}
 
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         instruction = prompt.content.text.strip()

@@ -89,9 +89,8 @@ class IsgVerifier(Verifier):
             self.grader.close()
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, "mode": self.mode, "levels": self.levels,
-                "merge_text": self.merge_text, "max_questions": self.max_questions,
-                "grader": self.grader.identity() if self.grader else None}
+        return {"name": self.name, "plugin": self.plugin, "levels": self.levels, "merge_text": self.merge_text,
+                "max_questions": self.max_questions, "grader": self.grader.identity() if self.grader else None}
 
     # --- structure ---------------------------------------------------------------------------------
     def parts_of(self, content: Content) -> list[Any]:

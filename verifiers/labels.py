@@ -57,8 +57,8 @@ class LabelsVerifier(Verifier):
         self.labels = self._load()
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, "path": str(self.path),
-                "sha256": self.sha256, "columns": self.columns, "scale": self.scale, "aggregate": self.aggregate}
+        return {"name": self.name, "plugin": self.plugin, "path": str(self.path), "sha256": self.sha256,
+                "columns": self.columns, "scale": self.scale}
 
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         for key in ((candidate.generator, prompt.id, candidate.index), (None, prompt.id, candidate.index)):

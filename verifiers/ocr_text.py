@@ -77,7 +77,7 @@ class OcrTextVerifier(Verifier):
             version = metadata.version("rapidocr")
         except metadata.PackageNotFoundError:
             version = None
-        return {"name": self.name, "plugin": self.plugin, "version": self.version, "reader": f"rapidocr=={version}",
+        return {"name": self.name, "plugin": self.plugin, "reader": f"rapidocr=={version}",
                 "min_confidence": self.min_confidence, "single_quotes": self.single_quotes,
                 "case_sensitive": self.case_sensitive}
 

@@ -85,8 +85,8 @@ class VqaScoreVerifier(Verifier):
                 holder.close()
 
     def identity(self) -> dict[str, Any]:
-        ident = {"name": self.name, "plugin": self.plugin, "version": self.version, "question": self.question,
-                 "grader": self.grader_identity(), "ocr_weight": self.ocr_weight}
+        ident = {"name": self.name, "plugin": self.plugin, "grader": self.grader_identity(),
+                 "ocr_weight": self.ocr_weight}
         if self.ocr is not None:
             ident["ocr"] = self.ocr.identity()
         return ident

@@ -4,7 +4,8 @@ LM (``AutoModelForCausalLM`` + ``AutoTokenizer``) from the Hub or a folder, neve
 Judges, graders, reward models and the text-writing generators all use it, in two modes:
 :meth:`ChatVlm.generate` (written answers, batched, seeded) and :meth:`ChatVlm.next_token_logits`
 (one forward pass: the next-token distribution after each turn). Turns are rendered by the model's own
-chat template and left-padded into batches.
+chat template and left-padded into batches, sent ``batch_size`` at a time by :attr:`ChatVlm.batches`
+(halved on out-of-memory).
 
 Life cycle: the processor and config are read at construction (a bad folder is a one-line error
 before any work); the weights load on first use (or :meth:`load`) and :meth:`close` drops them
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from bon.backends import library_error, require
-from bon.backends.device import dtype_name, free_memory, resolve_device, resolve_dtype
+from bon.backends.device import HalvingBatches, dtype_name, free_memory, resolve_device, resolve_dtype
 from bon.backends.images import chat_parts
 from bon.errors import BonError
 
@@ -34,7 +35,8 @@ class ChatVlm:
 
     def __init__(self, model: str, who: str, revision: str | None = None, dtype: str = "auto", device: str = "auto",
                  device_map: str | dict | None = None, attn_implementation: str | None = None,
-                 chat_template_kwargs: dict[str, Any] | None = None, vision: bool = True) -> None:
+                 chat_template_kwargs: dict[str, Any] | None = None, vision: bool = True,
+                 batch_size: int | None = None) -> None:
         self.transformers = require("transformers", who)
         self.torch = require("torch", who)
         self.model_id, self.who, self.revision, self.vision = str(model), who, revision, vision
@@ -52,6 +54,8 @@ class ChatVlm:
         self.revision_pin = model_revision(self.model_id, self.config, revision)
         self._model: Any = None
         self.loaded_info: dict[str, Any] = {}
+        self.batches = HalvingBatches(batch_size, who, self.model_id)
+        self.forward_batches: list[int] = []  # sizes of the batches encoded for the model
 
     def _processor(self, kw: dict[str, Any]) -> Any:
         folder = Path(self.model_id).expanduser()
@@ -157,6 +161,7 @@ class ChatVlm:
                 if v.is_floating_point():
                     v = v.to(model.dtype)
             out[k] = v
+        self.forward_batches.append(len(rendered))
         return out
 
     # --- the two modes ----------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bon.errors import BonError
-from bon.protocol import Comparison, PairwiseJudge, Verdict
+from bon.plugins import PairwiseJudge
+from bon.protocol import Comparison, Verdict
 from bon.tasks import SCORER_NAMES, scorer_task
 from judges.prompts.parse import parse_answer
 
