@@ -75,6 +75,19 @@ class ReportBundle:
         value = self.study.get("n")
         return int(value) if value is not None else None
 
+    def what_was_run(self) -> list[tuple[str, str]]:
+        """The study's settings as (label, text), shown by report.md's "What was run" and report.html's footer."""
+        s, st = self.study, self.stats
+        strategy = s.get("strategy")
+        fields = [("Seed", s.get("seed", st.get("seed"))), ("Candidates per prompt (N)", s.get("n", st.get("n"))),
+                  ("Tasks", _labels(s.get("tasks"))), ("Base generators", _labels(s.get("generators"))),
+                  ("Judges", _labels(s.get("judges"))),
+                  ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
+                  ("Downstream verifier", _labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
+                  ("Preference pairs per task (judge accuracy set)", inline(st.get("preference_pairs"))),
+                  ("Judge accuracy from", self.accuracy_label)]
+        return [(k, str(v)) for k, v in fields if v not in (None, "", {})]
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, keyed by the :class:`~bon.runfolder.RunFolder` property naming its CSV file."""
         out = {"results": self.results, "metrics": self.metrics, "correlations": self.correlations,
@@ -119,6 +132,21 @@ class ReportBundle:
             return (f"at most {most} judge(s) per setting have both an accuracy and a Best-of-N score; a correlation "
                     f"needs {MIN_CORRELATION_JUDGES}")
         return None
+
+
+def _labels(items: Iterable[Any] | None) -> str:
+    return ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i) for i in items or [])
+
+
+def inline(value: Any) -> str:
+    """A config or stats value as one line of text: ``t2i 160, edit 160``."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {inline(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(inline(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "" if value is None else str(value)
 
 
 def load_curves(run_dir: Path) -> pd.DataFrame | None:

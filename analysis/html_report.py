@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.bon_metrics import load_scores, task_order
-from analysis.bundle import ReportBundle, compute
+from analysis.bundle import ReportBundle, compute, inline
 from analysis.plots import TASK_TITLES
 from analysis.report import finite, fmt_p
 from analysis.statistics import POINT
@@ -327,7 +327,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     """``report.html`` of a bundle whose figures are drawn."""
     run_dir = b.run_dir
     corr, metrics, acc, lb, figs = b.correlations, b.metrics, b.accuracies, b.leaderboards, b.figures
-    boot, seed, level, study = b.bootstrap, b.seed, b.level, b.study
+    boot, seed, level = b.bootstrap, b.seed, b.level
     title = f"Does MMRB2 accuracy predict Best-of-N gains? — {run_dir.name}"
 
     parts = ["<h1>Does MMRB2 accuracy predict Best-of-N gains?</h1>",
@@ -421,8 +421,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     # method + data
     parts.append('<h2 id="method">Method</h2>' + METHOD_HTML)
     parts.append('<h2 id="data">Every number</h2>' + _downloads(b))
-    versions = b.versions
-    parts.append(f'<p class="muted small">{_study_summary(study)}<br>Versions: {esc(_inline(versions))}</p>')
+    summary = " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in b.what_was_run())
+    parts.append(f'<p class="muted small">Study: {summary}<br>Versions: {esc(inline(b.versions))}</p>')
     return _page(title, "\n".join(p for p in parts if p))
 
 
@@ -583,30 +583,6 @@ def _downloads(b: ReportBundle) -> str:
     links = "".join(f'<a download="{esc(name)}" href="{data_uri(data, mime)}">{esc(name)}</a>' for name, data, mime in files)
     return (f'<p class="dl">{links}</p><p class="muted small">The same files are written beside this report, with the '
             f"figures as PNG and SVG under <code>{esc(folder.figures.name)}/</code>.</p>")
-
-
-def _study_summary(study: Mapping[str, Any]) -> str:
-    """The settings a reader needs, from config.yaml's ``study`` section."""
-    def labels(items: Any) -> str:
-        if not isinstance(items, list):
-            return _inline(items) if items else "–"
-        return ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i) for i in items)
-
-    fields = [("seed", study.get("seed")), ("N", study.get("n")), ("tasks", labels(study.get("tasks"))),
-              ("generators", labels(study.get("generators"))), ("judges", labels(study.get("judges"))),
-              ("strategy", (study.get("strategy") or {}).get("name") if isinstance(study.get("strategy"), Mapping)
-               else study.get("strategy")),
-              ("verifier", (study.get("verifier") or {}).get("label") if isinstance(study.get("verifier"), Mapping)
-               else study.get("verifier"))]
-    return "Study: " + " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in fields if v not in (None, "", "–"))
-
-
-def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_inline(v)}" for k, v in value.items() if not isinstance(v, (Mapping, list)) or v)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_inline(v) for v in value)
-    return str(value)
 
 
 METHOD_HTML = """

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bundle import ReportBundle
+from analysis.bundle import ReportBundle, inline
 from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
@@ -112,25 +112,15 @@ def _partial(stats: Mapping[str, Any], judges_with_picks: set[str], study: Mappi
 
 
 def _what_was_run(b: ReportBundle, out: RunFolder) -> str:
-    s, st = b.study, b.stats
-    labels = lambda items: ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i)  # noqa: E731
-                                     for i in items or [])
-    strategy = s.get("strategy")
-    fields = [("Seed", s.get("seed", st.get("seed"))), ("Candidates per prompt (N)", s.get("n", st.get("n"))),
-              ("Tasks", labels(s.get("tasks"))), ("Base generators", labels(s.get("generators"))),
-              ("Judges", labels(s.get("judges"))),
-              ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
-              ("Downstream verifier", labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
-              ("Preference pairs per task (judge accuracy set)", _inline(st.get("preference_pairs"))),
-              ("Judge accuracy from", b.accuracy_label)]
-    lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in fields if v not in (None, "", {})]
+    st = b.stats
+    lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in b.what_was_run()]
     if st.get("timings_s"):
         table = pd.DataFrame([{"stage": k, "seconds": _num(v)} for k, v in st["timings_s"].items()])
         lines.append("\nTime per stage:\n\n" + markdown_table(table, {"seconds": "{:.1f}"}))
     if st.get("judges"):
         lines.append("\nJudge calls (accuracy set and selection):\n\n" + _stats_table(st["judges"]))
     if b.versions:
-        lines.append(f"\nVersions: {_inline(b.versions)}")
+        lines.append(f"\nVersions: {inline(b.versions)}")
     return "\n".join(lines) + "\n"
 
 
@@ -369,12 +359,3 @@ def _num(v: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
 
-
-def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_inline(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple, set)):
-        return ", ".join(_inline(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "" if value is None else _cell(value)
