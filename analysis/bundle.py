@@ -3,8 +3,7 @@
 :func:`compute` reads only what a study leaves on disk (``picks.jsonl``, ``scores.jsonl``, ``mmrb2/``,
 ``stats.json``, ``config.yaml``, ``curves/*.json``, ``tradeoff.json``) and never calls a judge or writes a file. The
 renderers (:mod:`analysis.report` for markdown, CSV and JSON, :mod:`analysis.html_report` for HTML)
-only format what is here, so the files can never disagree. A new analysis adds a field here, a table
-in :meth:`ReportBundle.tables` and a section in :data:`analysis.report.SECTIONS`.
+only format what is here, so the files can never disagree. Adding an analysis: ``analysis/README.md``.
 """
 
 from __future__ import annotations
