@@ -23,7 +23,7 @@ import pandas as pd
 from analysis.bon_metrics import load_scores, task_order
 from analysis.bundle import ReportBundle, compute, inline
 from analysis.plots import TASK_TITLES
-from analysis.report import finite, fmt_p
+from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
@@ -267,26 +267,23 @@ def _page(title: str, body: str) -> str:
 
 
 CORR_TITLE = {
-    "r [95% CI]": "Pearson r with the percentile bootstrap interval over judges, prompts and MMRB2 pairs",
-    "CI (measurement)": "Interval with the judges held fixed: prompts and pairs resampled only",
-    "p (perm.)": "Two-sided permutation p-value: judge labels permuted",
-    "LOO range": "Smallest and largest r after leaving out any one judge",
+    **{f"{sym} 95% CI": f"{sym} with the bias-corrected bootstrap interval over judges, prompts and MMRB2 pairs"
+       for sym in "rρτ"},
+    **{f"p ({sym})": "Two-sided permutation p-value: judge labels permuted" for sym in "rρτ"},
+    "CI (meas.)": "Interval with the judges held fixed: prompts and pairs resampled only",
+    "LOO r": "Smallest and largest r after leaving out any one judge",
 }
 
 
 def correlation_columns() -> list[Column]:
-    scope = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
-    cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: scope.get(r["scope"], r["scope"])),
-                          col("judges", "n_judges"), col("prompts", "n_prompts"), col("pairs", "n_pairs")]
-    for stat, sym in (("pearson", "r"), ("spearman", "ρ"), ("kendall", "τ")):
-        cols.append(col(sym, POINT[stat], "+.2f"))
-        cols.append(interval("95% CI", f"{stat}_lo", f"{stat}_hi", title=CORR_TITLE["r [95% CI]"].replace("Pearson r", sym)))
-        if stat == "pearson":
-            cols.append(interval("CI (meas.)", "pearson_lo_meas", "pearson_hi_meas", title=CORR_TITLE["CI (measurement)"]))
-        cols.append(col(f"p ({sym})", f"{stat}_p_perm", fmt_p, CORR_TITLE["p (perm.)"]))
-        if stat == "pearson":
-            cols.append(("LOO range (r)", CORR_TITLE["LOO range"], lambda r: r.get("pearson_loo_min"),
-                         lambda r: ci(r.get("pearson_loo_min"), r.get("pearson_loo_max")).strip("[]")))
+    """report.md's correlation columns (:data:`analysis.report.CORRELATION_COLUMNS`), and p (τ)."""
+    cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: SCOPES.get(r["scope"], r["scope"]))]
+    for label, key in [*CORRELATION_COLUMNS, ("p (τ)", "kendall_p_perm")]:
+        if isinstance(key, tuple):
+            cols.append(interval(label, *key, title=CORR_TITLE.get(label, "")))
+        else:
+            spec = fmt_p if label.startswith("p (") else "+.2f" if key in POINT.values() else None
+            cols.append(col(label, key, spec, CORR_TITLE.get(label, "")))
     return cols
 
 

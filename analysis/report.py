@@ -163,21 +163,25 @@ def _figure(b: ReportBundle, out: RunFolder) -> str:
             f"(dotted). {FIGURE_NOTE.format(b=b.bootstrap, s=b.seed)}\n")
 
 
+SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
+# the correlation table's number columns, report.md's and report.html's: (header, column or (lower, upper) columns)
+CORRELATION_COLUMNS = [
+    ("judges", "n_judges"), ("prompts", "n_prompts"), ("pairs", "n_pairs"), ("r", "pearson_r"),
+    ("r 95% CI", ("pearson_lo", "pearson_hi")), ("CI (meas.)", ("pearson_lo_meas", "pearson_hi_meas")),
+    ("p (r)", "pearson_p_perm"), ("LOO r", ("pearson_loo_min", "pearson_loo_max")), ("ρ", "spearman_rho"),
+    ("ρ 95% CI", ("spearman_lo", "spearman_hi")), ("p (ρ)", "spearman_p_perm"), ("τ", "kendall_tau"),
+    ("τ 95% CI", ("kendall_lo", "kendall_hi"))]
+
+
 def _correlations(b: ReportBundle, out: RunFolder) -> str:
     head = "## Correlation between MMRB2 accuracy and Best-of-N score\n\n"
     t = b.correlations
     if t.empty:
         return head + "No correlations (no results).\n"
-    scope = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
     table = pd.DataFrame({
         "task": [("⚠ " if f else "") + TASK_TITLES.get(x, x) for x, f in zip(t["task"], t["flag"])],
-        "generator": t["generator"], "scope": [scope.get(s, s) for s in t["scope"]],
-        "judges": t["n_judges"], "prompts": t["n_prompts"], "pairs": t["n_pairs"],
-        "r": t["pearson_r"], "r 95% CI": _intervals(t, "pearson_lo", "pearson_hi"),
-        "CI (meas.)": _intervals(t, "pearson_lo_meas", "pearson_hi_meas"), "p (r)": t["pearson_p_perm"],
-        "LOO r": _intervals(t, "pearson_loo_min", "pearson_loo_max"),
-        "ρ": t["spearman_rho"], "ρ 95% CI": _intervals(t, "spearman_lo", "spearman_hi"), "p (ρ)": t["spearman_p_perm"],
-        "τ": t["kendall_tau"], "τ 95% CI": _intervals(t, "kendall_lo", "kendall_hi"),
+        "generator": t["generator"], "scope": [SCOPES.get(s, s) for s in t["scope"]],
+        **{label: _intervals(t, *key) if isinstance(key, tuple) else t[key] for label, key in CORRELATION_COLUMNS},
         "warning": t["warning"].fillna(""),
     })
     return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": fmt_p, "p (ρ)": fmt_p})
