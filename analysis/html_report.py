@@ -266,10 +266,9 @@ def _page(title: str, body: str) -> str:
             f"<body><main>{body}</main><script>{JS}</script></body></html>\n")
 
 
-CORR_TITLE = {
-    **{f"{sym} 95% CI": f"{sym} with the bias-corrected bootstrap interval over judges, prompts and MMRB2 pairs"
-       for sym in "rρτ"},
-    **{f"p ({sym})": "Two-sided permutation p-value: judge labels permuted" for sym in "rρτ"},
+CORR_TITLE = {  # header tooltips, by a part of the header
+    "95% CI": "Bias-corrected bootstrap interval over judges, prompts and MMRB2 pairs",
+    "p (": "Two-sided permutation p-value: judge labels permuted",
     "CI (meas.)": "Interval with the judges held fixed: prompts and pairs resampled only",
     "LOO r": "Smallest and largest r after leaving out any one judge",
 }
@@ -279,11 +278,11 @@ def correlation_columns() -> list[Column]:
     """report.md's correlation columns (:data:`analysis.report.CORRELATION_COLUMNS`), and p (τ)."""
     cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: SCOPES.get(r["scope"], r["scope"]))]
     for label, key in [*CORRELATION_COLUMNS, ("p (τ)", "kendall_p_perm")]:
+        title = next((t for part, t in CORR_TITLE.items() if part in label), "")
         if isinstance(key, tuple):
-            cols.append(interval(label, *key, title=CORR_TITLE.get(label, "")))
+            cols.append(interval(label, *key, title=title))
         else:
-            spec = fmt_p if label.startswith("p (") else "+.2f" if key in POINT.values() else None
-            cols.append(col(label, key, spec, CORR_TITLE.get(label, "")))
+            cols.append(col(label, key, fmt_p if label.startswith("p (") else "+.2f" if key in POINT.values() else None, title))
     return cols
 
 
@@ -501,8 +500,7 @@ def _cards(b: ReportBundle) -> str:
     corr, metrics = b.correlations, b.metrics
     cards = []
     if corr is not None and not corr.empty:
-        pooled = corr[corr.scope == "all"]
-        row = pooled.iloc[0] if len(pooled) else corr.iloc[0]
+        row = b.pooled()
         cards.append((f"{fmt('+.2f')(row['pearson_r'])}", f"pooled r {ci(row['pearson_lo'], row['pearson_hi'])}"))
         setting = corr[corr.scope == "setting"]
         cards.append((f"{int((setting['pearson_lo'] > 0).sum())} / {len(setting)}",
