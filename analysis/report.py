@@ -115,7 +115,8 @@ def _what_was_run(b: ReportBundle, out: RunFolder) -> str:
     st = b.stats
     lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in b.what_was_run()]
     if st.get("timings_s"):
-        table = pd.DataFrame([{"stage": k, "seconds": _num(v)} for k, v in st["timings_s"].items()])
+        seconds = pd.to_numeric(list(st["timings_s"].values()), errors="coerce")
+        table = pd.DataFrame({"stage": list(st["timings_s"]), "seconds": seconds})
         lines.append("\nTime per stage:\n\n" + markdown_table(table, {"seconds": "{:.1f}"}))
     if st.get("judges"):
         lines.append("\nJudge calls (accuracy set and selection):\n\n" + _stats_table(st["judges"]))
@@ -355,11 +356,3 @@ def _strength(r: float) -> str:
     word = "strong" if a >= 0.7 else "moderate" if a >= 0.4 else "weak" if a >= 0.2 else "no clear"
     sign = "" if word == "no clear" else (" positive" if r > 0 else " negative")
     return f"{word}{sign} correlation"
-
-
-def _num(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
