@@ -22,6 +22,7 @@ from analysis.power import power_analysis
 from analysis.predictors import bundle_records
 from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, accuracy_axis, correlation_intervals,
                                  run_judge_axis, settings_from_prompts)
+from analysis.tradeoff import cheapest_rows, load_tradeoff
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
@@ -56,8 +57,6 @@ class ReportBundle:
 
     def cheapest(self) -> list[dict[str, Any]]:
         """Per judge, the cheapest way to run it within ``max_loss`` of the full protocol ([] without trade-off data)."""
-        from analysis.tradeoff import cheapest_rows
-
         return cheapest_rows((self.tradeoff or {}).get("records") or [], self.max_loss)
 
     @property
@@ -181,8 +180,6 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
     ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`) replaces the run's own preference
     set in the predictor table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost."""
-    from analysis.tradeoff import load_tradeoff
-
     run_dir = Path(run_dir)
     prompts = load_prompt_level(run_dir)
     if prompts.empty:
