@@ -3,8 +3,7 @@
 :func:`compute` reads only what a study leaves on disk (``picks.jsonl``, ``scores.jsonl``, ``mmrb2/``,
 ``stats.json``, ``config.yaml``, ``curves/*.json``, ``tradeoff.json``) and never calls a judge or writes a file. The
 renderers (:mod:`analysis.report` for markdown, CSV and JSON, :mod:`analysis.html_report` for HTML)
-only format what is here, so the files can never disagree. A new analysis adds a field here, a table
-in :meth:`ReportBundle.tables` and a section in :data:`analysis.report.SECTIONS`.
+only format what is here, so the files can never disagree. Adding an analysis: ``analysis/README.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from analysis.power import power_analysis
 from analysis.predictors import bundle_records
 from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, accuracy_axis, correlation_intervals,
                                  run_judge_axis, settings_from_prompts)
+from analysis.tradeoff import cheapest_rows, load_tradeoff
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
@@ -57,8 +57,6 @@ class ReportBundle:
 
     def cheapest(self) -> list[dict[str, Any]]:
         """Per judge, the cheapest way to run it within ``max_loss`` of the full protocol ([] without trade-off data)."""
-        from analysis.tradeoff import cheapest_rows
-
         return cheapest_rows((self.tradeoff or {}).get("records") or [], self.max_loss)
 
     @property
@@ -74,6 +72,19 @@ class ReportBundle:
     def n(self) -> int | None:
         value = self.study.get("n")
         return int(value) if value is not None else None
+
+    def what_was_run(self) -> list[tuple[str, str]]:
+        """The study's settings as (label, text), shown by report.md's "What was run" and report.html's footer."""
+        s, st = self.study, self.stats
+        strategy = s.get("strategy")
+        fields = [("Seed", s.get("seed", st.get("seed"))), ("Candidates per prompt (N)", s.get("n", st.get("n"))),
+                  ("Tasks", _labels(s.get("tasks"))), ("Base generators", _labels(s.get("generators"))),
+                  ("Judges", _labels(s.get("judges"))),
+                  ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
+                  ("Downstream verifier", _labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
+                  ("Preference pairs per task (judge accuracy set)", inline(st.get("preference_pairs"))),
+                  ("Judge accuracy from", self.accuracy_label)]
+        return [(k, str(v)) for k, v in fields if v not in (None, "", {})]
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, keyed by the :class:`~bon.runfolder.RunFolder` property naming its CSV file."""
@@ -121,6 +132,21 @@ class ReportBundle:
         return None
 
 
+def _labels(items: Iterable[Any] | None) -> str:
+    return ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i) for i in items or [])
+
+
+def inline(value: Any) -> str:
+    """A config or stats value as one line of text: ``t2i 160, edit 160``."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {inline(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(inline(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "" if value is None else str(value)
+
+
 def load_curves(run_dir: Path) -> pd.DataFrame | None:
     """Rows of every ``curves/*.json`` (``bon curve --json``) with their judge, or None when there are none."""
     rows = []
@@ -154,8 +180,6 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
     ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`) replaces the run's own preference
     set in the predictor table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost."""
-    from analysis.tradeoff import load_tradeoff
-
     run_dir = Path(run_dir)
     prompts = load_prompt_level(run_dir)
     if prompts.empty:

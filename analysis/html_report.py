@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.bon_metrics import load_scores, task_order
-from analysis.bundle import ReportBundle, compute
+from analysis.bundle import ReportBundle, compute, inline
 from analysis.plots import TASK_TITLES
-from analysis.report import finite, fmt_p
+from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
@@ -266,27 +266,23 @@ def _page(title: str, body: str) -> str:
             f"<body><main>{body}</main><script>{JS}</script></body></html>\n")
 
 
-CORR_TITLE = {
-    "r [95% CI]": "Pearson r with the percentile bootstrap interval over judges, prompts and MMRB2 pairs",
-    "CI (measurement)": "Interval with the judges held fixed: prompts and pairs resampled only",
-    "p (perm.)": "Two-sided permutation p-value: judge labels permuted",
-    "LOO range": "Smallest and largest r after leaving out any one judge",
+CORR_TITLE = {  # header tooltips, by a part of the header
+    "95% CI": "Bias-corrected bootstrap interval over judges, prompts and MMRB2 pairs",
+    "p (": "Two-sided permutation p-value: judge labels permuted",
+    "CI (meas.)": "Interval with the judges held fixed: prompts and pairs resampled only",
+    "LOO r": "Smallest and largest r after leaving out any one judge",
 }
 
 
 def correlation_columns() -> list[Column]:
-    scope = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
-    cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: scope.get(r["scope"], r["scope"])),
-                          col("judges", "n_judges"), col("prompts", "n_prompts"), col("pairs", "n_pairs")]
-    for stat, sym in (("pearson", "r"), ("spearman", "ρ"), ("kendall", "τ")):
-        cols.append(col(sym, POINT[stat], "+.2f"))
-        cols.append(interval("95% CI", f"{stat}_lo", f"{stat}_hi", title=CORR_TITLE["r [95% CI]"].replace("Pearson r", sym)))
-        if stat == "pearson":
-            cols.append(interval("CI (meas.)", "pearson_lo_meas", "pearson_hi_meas", title=CORR_TITLE["CI (measurement)"]))
-        cols.append(col(f"p ({sym})", f"{stat}_p_perm", fmt_p, CORR_TITLE["p (perm.)"]))
-        if stat == "pearson":
-            cols.append(("LOO range (r)", CORR_TITLE["LOO range"], lambda r: r.get("pearson_loo_min"),
-                         lambda r: ci(r.get("pearson_loo_min"), r.get("pearson_loo_max")).strip("[]")))
+    """report.md's correlation columns (:data:`analysis.report.CORRELATION_COLUMNS`), and p (τ)."""
+    cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: SCOPES.get(r["scope"], r["scope"]))]
+    for label, key in [*CORRELATION_COLUMNS, ("p (τ)", "kendall_p_perm")]:
+        title = next((t for part, t in CORR_TITLE.items() if part in label), "")
+        if isinstance(key, tuple):
+            cols.append(interval(label, *key, title=title))
+        else:
+            cols.append(col(label, key, fmt_p if label.startswith("p (") else "+.2f" if key in POINT.values() else None, title))
     return cols
 
 
@@ -327,7 +323,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     """``report.html`` of a bundle whose figures are drawn."""
     run_dir = b.run_dir
     corr, metrics, acc, lb, figs = b.correlations, b.metrics, b.accuracies, b.leaderboards, b.figures
-    boot, seed, level, study = b.bootstrap, b.seed, b.level, b.study
+    boot, seed, level = b.bootstrap, b.seed, b.level
     title = f"Does MMRB2 accuracy predict Best-of-N gains? — {run_dir.name}"
 
     parts = ["<h1>Does MMRB2 accuracy predict Best-of-N gains?</h1>",
@@ -421,8 +417,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     # method + data
     parts.append('<h2 id="method">Method</h2>' + METHOD_HTML)
     parts.append('<h2 id="data">Every number</h2>' + _downloads(b))
-    versions = b.versions
-    parts.append(f'<p class="muted small">{_study_summary(study)}<br>Versions: {esc(_inline(versions))}</p>')
+    summary = " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in b.what_was_run())
+    parts.append(f'<p class="muted small">Study: {summary}<br>Versions: {esc(inline(b.versions))}</p>')
     return _page(title, "\n".join(p for p in parts if p))
 
 
@@ -504,8 +500,7 @@ def _cards(b: ReportBundle) -> str:
     corr, metrics = b.correlations, b.metrics
     cards = []
     if corr is not None and not corr.empty:
-        pooled = corr[corr.scope == "all"]
-        row = pooled.iloc[0] if len(pooled) else corr.iloc[0]
+        row = b.pooled()
         cards.append((f"{fmt('+.2f')(row['pearson_r'])}", f"pooled r {ci(row['pearson_lo'], row['pearson_hi'])}"))
         setting = corr[corr.scope == "setting"]
         cards.append((f"{int((setting['pearson_lo'] > 0).sum())} / {len(setting)}",
@@ -583,30 +578,6 @@ def _downloads(b: ReportBundle) -> str:
     links = "".join(f'<a download="{esc(name)}" href="{data_uri(data, mime)}">{esc(name)}</a>' for name, data, mime in files)
     return (f'<p class="dl">{links}</p><p class="muted small">The same files are written beside this report, with the '
             f"figures as PNG and SVG under <code>{esc(folder.figures.name)}/</code>.</p>")
-
-
-def _study_summary(study: Mapping[str, Any]) -> str:
-    """The settings a reader needs, from config.yaml's ``study`` section."""
-    def labels(items: Any) -> str:
-        if not isinstance(items, list):
-            return _inline(items) if items else "–"
-        return ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i) for i in items)
-
-    fields = [("seed", study.get("seed")), ("N", study.get("n")), ("tasks", labels(study.get("tasks"))),
-              ("generators", labels(study.get("generators"))), ("judges", labels(study.get("judges"))),
-              ("strategy", (study.get("strategy") or {}).get("name") if isinstance(study.get("strategy"), Mapping)
-               else study.get("strategy")),
-              ("verifier", (study.get("verifier") or {}).get("label") if isinstance(study.get("verifier"), Mapping)
-               else study.get("verifier"))]
-    return "Study: " + " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in fields if v not in (None, "", "–"))
-
-
-def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_inline(v)}" for k, v in value.items() if not isinstance(v, (Mapping, list)) or v)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_inline(v) for v in value)
-    return str(value)
 
 
 METHOD_HTML = """

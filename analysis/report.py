@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bundle import ReportBundle
+from analysis.bundle import ReportBundle, inline
 from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
@@ -112,25 +112,16 @@ def _partial(stats: Mapping[str, Any], judges_with_picks: set[str], study: Mappi
 
 
 def _what_was_run(b: ReportBundle, out: RunFolder) -> str:
-    s, st = b.study, b.stats
-    labels = lambda items: ", ".join(str(i.get("label") or i.get("name")) if isinstance(i, Mapping) else str(i)  # noqa: E731
-                                     for i in items or [])
-    strategy = s.get("strategy")
-    fields = [("Seed", s.get("seed", st.get("seed"))), ("Candidates per prompt (N)", s.get("n", st.get("n"))),
-              ("Tasks", labels(s.get("tasks"))), ("Base generators", labels(s.get("generators"))),
-              ("Judges", labels(s.get("judges"))),
-              ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
-              ("Downstream verifier", labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
-              ("Preference pairs per task (judge accuracy set)", _inline(st.get("preference_pairs"))),
-              ("Judge accuracy from", b.accuracy_label)]
-    lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in fields if v not in (None, "", {})]
+    st = b.stats
+    lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in b.what_was_run()]
     if st.get("timings_s"):
-        table = pd.DataFrame([{"stage": k, "seconds": _num(v)} for k, v in st["timings_s"].items()])
+        seconds = pd.to_numeric(list(st["timings_s"].values()), errors="coerce")
+        table = pd.DataFrame({"stage": list(st["timings_s"]), "seconds": seconds})
         lines.append("\nTime per stage:\n\n" + markdown_table(table, {"seconds": "{:.1f}"}))
     if st.get("judges"):
         lines.append("\nJudge calls (accuracy set and selection):\n\n" + _stats_table(st["judges"]))
     if b.versions:
-        lines.append(f"\nVersions: {_inline(b.versions)}")
+        lines.append(f"\nVersions: {inline(b.versions)}")
     return "\n".join(lines) + "\n"
 
 
@@ -173,21 +164,25 @@ def _figure(b: ReportBundle, out: RunFolder) -> str:
             f"(dotted). {FIGURE_NOTE.format(b=b.bootstrap, s=b.seed)}\n")
 
 
+SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
+# the correlation table's number columns, report.md's and report.html's: (header, column or (lower, upper) columns)
+CORRELATION_COLUMNS = [
+    ("judges", "n_judges"), ("prompts", "n_prompts"), ("pairs", "n_pairs"), ("r", "pearson_r"),
+    ("r 95% CI", ("pearson_lo", "pearson_hi")), ("CI (meas.)", ("pearson_lo_meas", "pearson_hi_meas")),
+    ("p (r)", "pearson_p_perm"), ("LOO r", ("pearson_loo_min", "pearson_loo_max")), ("ρ", "spearman_rho"),
+    ("ρ 95% CI", ("spearman_lo", "spearman_hi")), ("p (ρ)", "spearman_p_perm"), ("τ", "kendall_tau"),
+    ("τ 95% CI", ("kendall_lo", "kendall_hi"))]
+
+
 def _correlations(b: ReportBundle, out: RunFolder) -> str:
     head = "## Correlation between MMRB2 accuracy and Best-of-N score\n\n"
     t = b.correlations
     if t.empty:
         return head + "No correlations (no results).\n"
-    scope = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
     table = pd.DataFrame({
         "task": [("⚠ " if f else "") + TASK_TITLES.get(x, x) for x, f in zip(t["task"], t["flag"])],
-        "generator": t["generator"], "scope": [scope.get(s, s) for s in t["scope"]],
-        "judges": t["n_judges"], "prompts": t["n_prompts"], "pairs": t["n_pairs"],
-        "r": t["pearson_r"], "r 95% CI": _intervals(t, "pearson_lo", "pearson_hi"),
-        "CI (meas.)": _intervals(t, "pearson_lo_meas", "pearson_hi_meas"), "p (r)": t["pearson_p_perm"],
-        "LOO r": _intervals(t, "pearson_loo_min", "pearson_loo_max"),
-        "ρ": t["spearman_rho"], "ρ 95% CI": _intervals(t, "spearman_lo", "spearman_hi"), "p (ρ)": t["spearman_p_perm"],
-        "τ": t["kendall_tau"], "τ 95% CI": _intervals(t, "kendall_lo", "kendall_hi"),
+        "generator": t["generator"], "scope": [SCOPES.get(s, s) for s in t["scope"]],
+        **{label: _intervals(t, *key) if isinstance(key, tuple) else t[key] for label, key in CORRELATION_COLUMNS},
         "warning": t["warning"].fillna(""),
     })
     return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": fmt_p, "p (ρ)": fmt_p})
@@ -361,20 +356,3 @@ def _strength(r: float) -> str:
     word = "strong" if a >= 0.7 else "moderate" if a >= 0.4 else "weak" if a >= 0.2 else "no clear"
     sign = "" if word == "no clear" else (" positive" if r > 0 else " negative")
     return f"{word}{sign} correlation"
-
-
-def _num(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_inline(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple, set)):
-        return ", ".join(_inline(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "" if value is None else _cell(value)

@@ -1,46 +1,10 @@
 """How sure can we be that MMRB2 accuracy predicts Best-of-N score? Correlations with honest intervals.
 
-For each (task, generator) setting, over its judges: Pearson r, Spearman ρ and Kendall τ-b between
-the judge's MMRB2 accuracy (x) and the mean downstream score of its Best-of-N picks (y), each with
-
-- a **bias-corrected percentile (BC) bootstrap interval** whose replicates resample, independently,
-  the **judges** (which judges happened to be studied), the **downstream prompts** (each judge's BoN
-  score is recomputed on the resampled prompts; the same prompts for every judge) and the **MMRB2
-  pairs** (each judge's accuracy is recomputed on the resampled pairs, official semantics). The bias
-  correction matters: every replicate re-adds measurement noise, which pulls replicate correlations
-  towards zero, so a plain percentile interval can even lie entirely below a high point estimate. In
-  ``benchmarks/interval_coverage.py`` (studies of 9 judges, 40 prompts, 160 pairs and of 23 judges, 200
-  prompts, 1,000 pairs; true r 0, 0.5 and 0.8; 200 studies each) BC intervals covered the true
-  correlation 93-96% of the time, the judges-fixed spread below 42-84% and Fisher-z intervals 83-96%
-  (89.5% and 83% at r = 0.8). Where nearly all replicates fall
-  on one side of the estimate (measurement noise that swamps the spread between judges, or is stated
-  larger than it is) the correction is not trusted: the interval is then the replicates' Fisher-z spread
-  recentred on the estimate, ``recentred`` is set and the row carries a warning;
-- ``*_lo_meas``/``*_hi_meas``: the percentile spread when the judges are held fixed and only prompts
-  and pairs are resampled: how much the coefficient of *these* judges moves with new prompts and pairs.
-  It is not a confidence interval for judges in general (it ignores which judges were studied);
-- a **permutation p-value** (two-sided): the judge labels of y are permuted against x, exactly over
-  all orderings for up to 8 judges and with 10,000 random ones otherwise;
-- the **leave-one-judge-out range**: the smallest and largest coefficient after dropping any one judge.
-
-Pooled rows (``scope`` = ``task`` over a task's generators, ``all`` over every setting) correlate
-within-setting standardised values (z-scores for r, within-setting ranks for ρ, within-setting pairs
-for τ), so a generator that is simply better everywhere does not create a correlation; their
-permutations shuffle judges within each setting, and their judge resampling draws one set of judges
-for all settings.
-
-Every coefficient comes with ``n_judges``, ``n_prompts`` and ``n_pairs``, and a ``warning`` when it is
-too thin to lean on (fewer than 5 judges, an interval wider than 1, few prompts or pairs, many
-undefined bootstrap replicates, or an axis that could not be resampled). All randomness is drawn
-from seeds derived from ``(seed, what, task[, generator])``: the numbers are deterministic, and
-another seed moves the bounds only by Monte Carlo error.
-
-The judge axis (x) comes from one of :func:`run_judge_axis` (the run's own ``mmrb2/`` folder),
-:func:`benchmark_judge_axis` (judgment files scored against the MMRB2 files, with leakage control by
-``prompt_source``), :func:`json_judge_axis` (``bon mmrb2 accuracy --json`` outputs) or
-:func:`published_judge_axis` (the MMRB2 paper's table shipped in ``analysis/data``). Pair-level data
-is resampled nonparametrically; a bare accuracy with a known pair count is resampled as a binomial
-over pairs; a bare accuracy without one stays fixed (and the row says so).
+Per (task, generator) setting and pooled, across judges: Pearson r, Spearman ρ and Kendall τ-b between
+MMRB2 accuracy and Best-of-N score, with bias-corrected bootstrap intervals (judges, prompts and MMRB2 pairs
+resampled), permutation p-values, leave-one-judge-out ranges and warnings; and the judge-accuracy axes
+they are computed on. The method, its coverage and its caveats are in ``analysis/README.md`` ("Reading
+the intervals").
 """
 
 from __future__ import annotations

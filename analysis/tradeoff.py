@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from analysis.bon_metrics import read_json
+from analysis.leaderboard import judge_costs
 from bon import registry
 from bon.errors import BonError
 from bon.mmrb2 import flips
@@ -77,7 +78,8 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     if not groups:
         raise BonError(f"{study.run.root}: no Best-of-N prompts in this study; nothing to trade off")
     baseline = _baselines(study.scores, groups)
-    costs = usd_per_call(study.run.stats)
+    # money per selection-stage call, as the leaderboard prices the same judge's full protocol
+    costs = {name: c["usd_per_call"] for name, c in judge_costs(read_json(study.run.stats)).items()}
     store = JudgmentStore(study.run.store)
     records: list[dict[str, Any]] = []
     try:
@@ -169,16 +171,6 @@ def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound
             best[r["judge"]] = {k: r.get(k) for k in ("judge", "setting", "calls_per_prompt", "usd_per_prompt", "bon_score",
                                                        "loss", "loss_lo", "loss_hi", "calls_cut", "gating")}
     return best
-
-
-def usd_per_call(stats_path: Path) -> dict[str, float]:
-    """Money per paid judge call from ``stats.json`` (0 for judges that cost nothing, NaN if never paid)."""
-    judges = (read_json(stats_path) or {}).get("judges") or {}
-    out = {}
-    for name, s in judges.items():
-        made = float((s or {}).get("calls_made", 0) or 0)
-        out[name] = float(s.get("cost_usd", 0.0) or 0.0) / made if made else math.nan
-    return out
 
 
 def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path | None = None,
