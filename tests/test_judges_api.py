@@ -63,6 +63,7 @@ class Server:
 
             def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()
+                self._leave()  # before the answer goes out: the client may send its next request at once
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -82,12 +83,19 @@ class Server:
                 with server.lock:
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
+                    self.counted = True
                 try:
                     server.auth.add(self.headers.get("Authorization", ""))
                     self.answer(json.loads(body), hashlib.sha256(body).hexdigest())
                 finally:
-                    with server.lock:
+                    self._leave()
+
+            def _leave(self) -> None:
+                """A request stops being in flight once, when its answer is about to be sent."""
+                with server.lock:
+                    if getattr(self, "counted", False):
                         server.inflight -= 1
+                        self.counted = False
 
             def answer(self, req: dict, key: str) -> None:
                 parts = req["messages"][0]["content"]
