@@ -49,6 +49,24 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
     assert all(r["calls_per_prompt"] <= r["full_calls_per_prompt"] and r["loss_hi"] <= 0.02 for r in rows)
 
 
+def test_tradeoff_prices_a_call_at_the_selection_stage_rate(demo_run, tmp_path):
+    """The trade-off replays selection matches, so a call costs what a selection call cost (as in the
+    leaderboard), not the study's total over all calls (which includes the preference set's)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    stats = json.loads((run / "stats.json").read_text())
+    judge = stats["judges"]["verifier-twin"]  # the study's label of scene-full
+    judge.update(calls_made=100, cost_usd=3.0)  # preference set and selection together: $0.03 a call
+    judge["selection"] = {**judge.get("selection", {}), "calls_made": 10, "cost_usd": 0.5}  # $0.05 a call
+    (run / "stats.json").write_text(json.dumps(stats))
+    assert main(["tradeoff", "--run", str(run), "--judge", "verifier-twin", "--bootstrap", "100"]) == 0
+    records = json.loads((run / "tradeoff.json").read_text())["records"]
+    full = next(r for r in records if r["setting"] == "knockout")
+    assert full["usd_per_prompt"] == pytest.approx(full["calls_per_prompt"] * 0.05)
+
+
 def test_report_and_leaderboard_carry_the_tradeoff(demo_run, tmp_path):
     """tradeoff.json in the run folder reaches the report bundle: a report.md section with the table and
     the figure, report.html, report.json, and the leaderboard's cheapest setting per judge."""
