@@ -57,7 +57,6 @@ def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str,
     return parsed
 
 
-
 def plugin_options(kind: str, help_text: str | None = None) -> Callable:
     """The repeatable ``--<kind>-option K=V`` flag of one plugin kind (``kind_options`` in the function)."""
     if kind not in PLUGIN_KINDS:
