@@ -11,6 +11,32 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 for one test (its ``url`` ends in ``/v1``); stops on close or
+    at the end of a ``with`` block: ``with LocalServer().serve(Handler) as server``, or a subclass that
+    keeps state builds its handler and calls :meth:`serve`."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> "LocalServer":
+        class Httpd(ThreadingHTTPServer):
+            request_queue_size = 64  # the default backlog of 5 drops connections under concurrent load
+            daemon_threads = True
+
+        self.httpd = Httpd(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def boxed_length(body: dict[str, Any]) -> str:
     """A reply that depends only on the request: the length of its text, boxed."""
     content = body["messages"][-1]["content"]
@@ -18,7 +44,7 @@ def boxed_length(body: dict[str, Any]) -> str:
     return f"The answer is \\boxed{{{len(text) % 7}}}."
 
 
-class OpenAIServer:
+class OpenAIServer(LocalServer):
     def __init__(self, fail: int = 0, status: int = 503, reply: Callable[[dict], str] = boxed_length,
                  message: str = "Service Unavailable", retry_after_ms: int | None = None) -> None:
         self.fail, self.status, self.reply = fail, status, reply
@@ -59,17 +85,4 @@ class OpenAIServer:
                 self._send(200, {"id": "x", "object": "chat.completion", "model": body.get("model", "m"),
                                  "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> "OpenAIServer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self.serve(Handler)

@@ -7,7 +7,7 @@ import re
 import threading
 from email.parser import BytesParser
 from email.policy import default as email_policy
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -18,6 +18,7 @@ from bon.referee import Referee
 from bon.selection import run_selection
 from bon.selection.knockout import Knockout
 from bon.store import JudgmentStore
+from openai_server import LocalServer
 
 pytest.importorskip("openai")
 
@@ -40,7 +41,7 @@ def completion(req: dict) -> dict:
             "usage": USAGE}
 
 
-class BatchServer:
+class BatchServer(LocalServer):
     """/v1/models, /v1/chat/completions, /v1/files (+ /content) and /v1/batches, all in memory.
     A request whose text holds ``flaky`` fails in the error file the first time it is submitted."""
 
@@ -91,10 +92,7 @@ class BatchServer:
                     return self._send(server.create(json.loads(body)))
                 self._send({"error": {"message": "not found"}}, 404)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serve(Handler)
 
     def add_file(self, data: bytes, name: str) -> dict:
         with self.lock:
@@ -136,15 +134,6 @@ class BatchServer:
 
     def _public(self, bid: str) -> dict:
         return {k: v for k, v in self.batches[bid].items() if k != "lines"}
-
-    def __enter__(self) -> "BatchServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 @pytest.fixture
 def server(monkeypatch):

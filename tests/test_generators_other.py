@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from bon.errors import BonError
 from generators.cli_support import generate_command
 from generators.interleaved import fit_plan, parse_plan
 from generators.vlm_answers import extract_answer
+from openai_server import LocalServer
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"
 
@@ -43,7 +44,7 @@ def write_suite(folder: Path, prompts: list[dict]) -> Path:
 # --- a scripted OpenAI-compatible server ----------------------------------------------------------
 
 
-class Api:
+class Api(LocalServer):
     """Behaviour by prompt text: ok, busy (one 429 with Retry-After, then ok), broken (always 500),
     slow (answers after 1 s), garbage (200, not JSON), nodata (200, JSON without an image), denied (400),
     echo-key (401 whose message repeats the key)."""
@@ -110,10 +111,7 @@ class Api:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.serve(Handler)
 
     def chat(self, handler, data):
         text = " ".join(p.get("text", "") for m in data["messages"] for p in (m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}]))
@@ -129,11 +127,8 @@ class Api:
 
 @pytest.fixture
 def api():
-    server = Api()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+    with Api() as server:
+        yield server
 
 
 @pytest.fixture
@@ -230,17 +225,12 @@ def test_api_gives_up_at_once_when_server_asks_to_wait_too_long(api, api_key):
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Long)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        gen = images_gen(api, api_key, base_url=f"http://127.0.0.1:{server.server_address[1]}/v1")
+    with LocalServer().serve(Long) as server:
+        gen = images_gen(api, api_key, base_url=server.url)
         started = time.perf_counter()
         (cand,) = gen.sample(Prompt("p", "t2i", Content.of("ok")), [1])
         assert time.perf_counter() - started < 5 and cand.provenance["missing"].startswith("HTTP 429")
         assert cand.provenance["attempts"] == 1 and cand.provenance["transient"]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # --- vlm-answers ----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,7 @@ from bon.selection.knockout import Knockout
 from bon.store import JudgmentStore
 from bon.backends.openai_api import redact
 from judges.openai_compatible import OpenAICompatibleJudge
+from openai_server import LocalServer
 from tiny_models import build_bench
 
 needs_openai = pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="the openai package is not installed")
@@ -43,7 +44,7 @@ FENCED = 'Let me compare.\n```json\n{"reasoning": "B is closer", "score": 2, "be
 GARBAGE = "Both responses have their charms; I could not possibly choose."
 
 
-class Server:
+class Server(LocalServer):
     """Answers /v1/chat/completions by the ``case:<name>`` marker in the request's text."""
 
     def __init__(self) -> None:
@@ -128,21 +129,7 @@ class Server:
                     "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200},
                 })
 
-        class Httpd(ThreadingHTTPServer):
-            request_queue_size = 64  # the default backlog of 5 drops connections under concurrent load
-            daemon_threads = True
-
-        self.httpd = Httpd(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "Server":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture
@@ -328,14 +315,8 @@ def test_rejected_key_at_preflight(monkeypatch):
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Reject)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        with pytest.raises(BonError, match=f"rejected the key in \\${KEY_ENV}"):
-            OpenAICompatibleJudge(model="m", base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", api_key_env=KEY_ENV)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with LocalServer().serve(Reject) as server, pytest.raises(BonError, match=f"rejected the key in \\${KEY_ENV}"):
+        OpenAICompatibleJudge(model="m", base_url=server.url, api_key_env=KEY_ENV)
 
 
 def test_keys_are_redacted_from_any_text():

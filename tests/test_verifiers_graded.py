@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Sequence
 
 import pytest
@@ -19,6 +18,7 @@ from PIL import Image
 from bon import registry
 from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
+from openai_server import LocalServer
 from suite_fixtures import isg_rows
 from verifiers._grader import DIGITS, Grader, GradingFailed, NoLogprobs
 from verifiers.gedit import GEditVerifier
@@ -283,7 +283,7 @@ def test_tiny_vlm_vqascore_is_the_judge_probability(llava):
 # --- the API grader against a local OpenAI-style server -------------------------------------------------
 
 
-class FakeApi:
+class FakeApi(LocalServer):
     def __init__(self, mode: str):
         self.mode, self.requests, self.auth = mode, [], []
         api = self
@@ -316,12 +316,7 @@ class FakeApi:
                         {"token": "No", "logprob": math.log(0.15)}]}]}
                 self._send(200, {"id": "x", "model": "grader-model-2025", "choices": [choice]})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
+        self.serve(Handler)
 
 
 @pytest.fixture
