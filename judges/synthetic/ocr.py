@@ -19,7 +19,7 @@ import os
 import re
 import threading
 import unicodedata
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy import ndimage
@@ -152,10 +152,11 @@ CONFUSABLE = {frozenset("O0"), frozenset("I1")}
 
 
 def glyph_substitution(x: str, y: str) -> float:
+    """The cost of reading ``y`` for ``x``: a quarter for a confusable pair (O/0, I/1)."""
     return 0.0 if x == y else (0.25 if frozenset((x, y)) in CONFUSABLE else 1.0)
 
 
-def edit_distances(a: str, b: str, substitution: Any = lambda x, y: float(x != y),
+def edit_distances(a: str, b: str, substitution: Callable[[str, str], float] = lambda x, y: float(x != y),
                    anywhere: bool = False) -> list[float]:
     """The last row of the edit-distance table from ``a`` to each prefix of ``b``; with ``anywhere``, a
     match may also start anywhere in ``b`` (its minimum is then the distance to the closest stretch)."""
