@@ -90,8 +90,8 @@ def test_cuda_asked_for_and_absent_is_one_line(monkeypatch):
 
 
 def test_free_memory_clears_cublas_workspaces_before_emptying_the_cache(monkeypatch):
-    """On CUDA, cuBLAS workspaces sit in torch's allocator after a stage (33.0 MB on an H200 in
-    benchmarks/gpu_check.py's table); freeing memory clears them, then returns the cache."""
+    """On CUDA, cuBLAS workspaces sit in torch's allocator after a stage (benchmarks/gpu_check.py on an
+    H200 saw them as memory a stage kept); freeing memory clears them, then returns the cache."""
     from bon.backends.device import free_memory
 
     calls = []

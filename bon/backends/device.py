@@ -56,8 +56,8 @@ def free_memory() -> None:
     """Collect garbage and hand cached accelerator memory back (after a model is dropped or an OOM).
 
     cuBLAS keeps its workspaces in torch's allocator until told otherwise; they go too, so a finished
-    stage leaves the device as it found it (without this, benchmarks/gpu_check.py on an H200 showed the
-    first CUDA stage leaving 33.0 MB behind for the rest of the run)."""
+    stage leaves the device as it found it (without this, benchmarks/gpu_check.py on an H200 found the
+    first CUDA stage's memory never returning to its baseline)."""
     gc.collect()
     import sys
 
