@@ -74,7 +74,7 @@ def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group],
             for _, pick, (prompt, cands), pending in live
             for x, y in pending
         ]
-        results = referee.play(matches, swap=strategy.swap)
+        results = referee.play(matches, swap=strategy.swap, cascade=strategy.cascade)
         waiting, live, pos = live, [], 0
         for bracket, pick, group, pending in waiting:
             mine = results[pos : pos + len(pending)]
