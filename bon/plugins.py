@@ -213,6 +213,8 @@ class Finish:
 
     winner: int
     skipped_matches: int = 0
+    settled: bool | None = None  # an adaptive strategy: did the leader settle before its call cap?
+    note: str | None = None  # what the strategy saw, in a phrase (e.g. every comparison an exact tie)
 
 
 Bracket = _Coroutine[list[tuple[int, int]], list[MatchResult], "int | Finish"]

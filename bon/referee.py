@@ -19,7 +19,7 @@ from bon.protocol import Comparison, MatchResult, Verdict, decide_match
 from bon.mmrb2 import flips
 from bon.seeds import derive_seed
 from bon.store import JudgmentStore, usage_of
-from bon.swap import CascadePolicy, SwapPolicy
+from bon.swap import CascadePolicy, SwapPolicy, exact_tie
 
 PREFERENCE_STAGE = "mmrb2"  # the stage that judges the preference set in both orders (held-out prompts)
 
@@ -105,6 +105,7 @@ class GateState:
     settled: int = 0
     audited: int = 0
     audit_changed: int = 0
+    ties_settled: int = 0
     fell_back_after: int | None = None
 
     def learn(self, records: list[flips.Flip], learning: bool | None = None) -> None:
@@ -125,10 +126,11 @@ class GateState:
             self.effective = SwapPolicy("gated", found["gate"], self.policy.confidence, ties, self.policy.max_flip)
             self.learning = None
 
-    def record(self, matches: int, settled: int, audit: Sequence[flips.Flip | None]) -> None:
+    def record(self, matches: int, settled: int, audit: Sequence[flips.Flip | None], ties: int = 0) -> None:
         """Count a batch; fall back to both orders once the audit shows the flip rate above ``max_flip``."""
         self.matches += matches
         self.settled += settled
+        self.ties_settled += ties
         known = [r for r in audit if r is not None]
         self.audited += len(known)
         self.audit_changed += sum(r.changed for r in known)
@@ -144,7 +146,7 @@ class GateState:
             "calibration": {k_: v for k_, v in self.calibration.items()},
             "gate": None if self.effective is None else self.effective.gate,
             "ties": None if self.effective is None else self.effective.ties,
-            "matches": self.matches, "settled": self.settled,
+            "matches": self.matches, "settled": self.settled, "ties_settled": self.ties_settled,
             "audit": {"share": self.policy.audit, "audited": a, "changed": k, "rate": k / a if a else None,
                       "lo95": flips.wilson_lower(k, a), "hi95": flips.wilson_upper(k, a)},
             "fell_back_after": self.fell_back_after,
@@ -161,6 +163,8 @@ def gate_note(state: GateState) -> str:
         return "no safe gate: every match asked in full (gains nothing)"
     if state.matches and not state.settled:
         return "no verdict cleared the gate (gains nothing)"
+    if state.settled and state.ties_settled == state.settled == state.matches:
+        return "every verdict an exact tie: the picks are coins whatever is asked (the judge gains nothing)"
     return f"{state.settled}/{state.matches} matches settled by one order" if state.referee is None else \
         f"{state.settled}/{state.matches} matches settled by the cheap judge"
 
@@ -189,6 +193,7 @@ class Referee:
         self.stats = CallStats()
         self.gates: dict[SwapPolicy, GateState] = {}  # gated swaps as they run: calibration, audit, fallback
         self.cascades: dict[CascadePolicy, GateState] = {}
+        self.judges: dict[str, PairwiseJudge] = {}  # judges already built, by the spec a cascade names (else the registry)
 
     def ask(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Verdicts for the comparisons, from the store where possible, else from one judge batch."""
@@ -272,8 +277,10 @@ class Referee:
             if i not in backs:
                 result.rule = "gated"
             results.append(result)
-        state.record(len(matches), len(matches) - len(unsure),
-                     [flips.flip_of(chunks[i][0], backs[i][0], self.judge, swap.confidence, (i,)) for i in sorted(audited)])
+        settled = [i for i in range(len(matches)) if i not in unsure]
+        state.record(len(matches), len(settled),
+                     [flips.flip_of(chunks[i][0], backs[i][0], self.judge, swap.confidence, (i,)) for i in sorted(audited)],
+                     sum(all(exact_tie(v, self.judge) for v in chunks[i]) for i in settled))
         return results
 
     def gate_state(self, swap: SwapPolicy) -> "GateState":
@@ -317,7 +324,7 @@ class Referee:
             results.append(result)
         state.learn([r for i in rest if (r := flips.cascade_flip(first[i], played[i].forward[:1], played[i].reverse[:1],
                                                                   cheap.judge, self.judge, cascade.confidence, (i,)))])
-        state.record(len(matches), len(sure), [])
+        state.record(len(matches), len(sure), [], sum(exact_tie(first[i], cheap.judge) for i in sure))
         self.stats.calls_saved += 2 * self.samples * len(sure)
         return results
 
@@ -327,7 +334,7 @@ class Referee:
             from bon import registry
 
             try:
-                judge = registry.create("judge", cascade.judge)
+                judge = self.judges[cascade.judge] if cascade.judge in self.judges else registry.create("judge", cascade.judge)
             except BonError as exc:
                 raise BonError(f"cascade {cascade.judge!r}: {exc}") from None
             cheap = Referee(judge, self.store, budget=self.budget, seed=self.seed, stage=self.stage, executor=self.executor)
@@ -337,7 +344,7 @@ class Referee:
                 state.calibration = {"source": "this run"}
                 for stage, source in ((PREFERENCE_STAGE, "preference set"), (None, "store")):
                     mine, theirs = self.store.answered(self.judge_id, stage), self.store.answered(cheap.judge_id, stage)
-                    records = [r for (p, a, b, _), v in theirs.items() if (p, a, b, 0) in mine and (p, b, a, 0) in mine
+                    records = [r for (p, a, b, _), v in theirs.items() if a < b and (p, a, b, 0) in mine and (p, b, a, 0) in mine
                                and (r := flips.cascade_flip(v, [mine[(p, a, b, 0)]], [mine[(p, b, a, 0)]], judge, self.judge,
                                                             cascade.confidence, (p, a, b)))]
                     if records:

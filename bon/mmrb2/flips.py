@@ -154,6 +154,16 @@ def gate_safety(records: Sequence[Flip], tolerance: float = 0.05, gates: Iterabl
     return rows
 
 
+def settled_verdict(settled: Sequence[Flip], tolerance: float = 0.05) -> str:
+    """'safe' when the 95% upper bound of the changed share among the matches a policy settles is within
+    ``tolerance``, 'unsafe' when the observed share exceeds it, else 'unproven' (as :func:`gate_safety`)."""
+    if not settled:
+        return "unknown"
+    changed = sum(r.changed for r in settled)
+    upper = wilson_upper(changed, len(settled))
+    return "safe" if upper is not None and upper <= tolerance else "unsafe" if changed / len(settled) > tolerance else "unproven"
+
+
 def verdict_on_gating(rows: Sequence[Mapping[str, Any]], gate: float) -> str:
     """'safe', 'unsafe' (the reverse overturned more than the tolerance of the verdicts the gate would
     let stand), 'unproven' (too few to tell) or 'unknown' (no confident verdicts), from :func:`gate_safety` rows."""

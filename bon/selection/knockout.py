@@ -24,6 +24,7 @@ from bon.swap import cascade_policy, swap_policy
 
 class Knockout(Strategy):
     name = "knockout"
+    added_later = ("ties", "max_flip", "audit", "cascade", "cascade_gate", "cascade_confidence")  # at their defaults, identities (and labels) stay as before
 
     def __init__(self, seeding: str = "index", swap: str = "both", gate: float | str = 1.0, confidence: str = "auto",
                  seed: str | None = None, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None,

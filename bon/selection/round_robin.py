@@ -30,6 +30,7 @@ AGGREGATES = ("copeland", "borda", "bradley-terry")
 
 class RoundRobin(Strategy):
     name = "round-robin"
+    added_later = ("ties", "max_flip", "audit")  # at their defaults, identities (and labels) stay as before
 
     def __init__(self, aggregate: str = "copeland", swap: str = "both", gate: float | str = 1.0, confidence: str = "auto",
                  early_stop: bool = False, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None) -> None:
