@@ -422,9 +422,14 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
         lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
                      f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
+    noted = [r for r in records if r.get("note")]
+    if noted:
+        lines += ["", "**Calibrated gates, cascades and the uncertainty strategy** (what each did for the judge):"]
+        lines += [f"- {r['judge']}: {r['setting']}: {r['note']}" for r in noted]
     unsafe = [r for r in records if r.get("gating") == "unsafe"]
     if unsafe:
-        lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches):"]
+        lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches, "
+                  "or a calibrated gate's audit did):"]
         lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
     if max_loss is not None:
         lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "

@@ -165,8 +165,13 @@ def gate_note(state: GateState) -> str:
         return "no verdict cleared the gate (gains nothing)"
     if state.settled and state.ties_settled == state.settled == state.matches:
         return "every verdict an exact tie: the picks are coins whatever is asked (the judge gains nothing)"
-    return f"{state.settled}/{state.matches} matches settled by one order" if state.referee is None else \
-        f"{state.settled}/{state.matches} matches settled by the cheap judge"
+    if state.referee is not None:
+        return f"{state.settled}/{state.matches} matches settled by the cheap judge"
+    audit = ""
+    if state.audited:
+        lo, hi = flips.wilson_lower(state.audit_changed, state.audited), flips.wilson_upper(state.audit_changed, state.audited)
+        audit = f"; audit: {state.audit_changed}/{state.audited} outcomes changed (95% CI {lo:.3f}-{hi:.3f})"
+    return f"{state.settled}/{state.matches} matches settled by one order{audit}"
 
 
 class Referee:
@@ -289,12 +294,12 @@ class Referee:
             if not swap.calibrated:
                 self.gates[swap] = GateState(swap, swap, {"source": "fixed", "gate": swap.gate})
             else:
-                source, pairs = self._two_order_pairs()
+                source, pairs = self.two_order_pairs()
                 self.gates[swap] = GateState(swap, None, {"source": source})
                 self.gates[swap].learn(flips.from_pairs(pairs, self.judge, swap.confidence), learning=not pairs)
         return self.gates[swap]
 
-    def _two_order_pairs(self) -> tuple[str, list[tuple[Verdict, Verdict]]]:
+    def two_order_pairs(self) -> tuple[str, list[tuple[Verdict, Verdict]]]:
         """(forward, reverse) pairs of this judge's stored two-order answers: the preference set's when it
         has any (held-out prompts), else every stage's; none: the run calibrates on its own matches."""
         for stage, source in ((PREFERENCE_STAGE, "preference set"), (None, "store")):

@@ -359,3 +359,17 @@ def test_cascade_counts_both_judges(tmp_path):
     assert cheap_state.referee.stats.calls_made == len(matches)  # the cheap judge answered every match once
     assert referee.stats.calls_made == len(matches) + 2 * (len(matches) - len(settled)) == sum(p.calls for p in picks)
     assert referee.gate_reports()[0]["kind"] == "cascade"
+
+
+def test_uncertainty_measures_the_judges_noise_on_its_two_order_judgments(tmp_path):
+    """y_AB + y_BA holds the bias and two noises: half its variance is the judge's noise variance."""
+    from bon.selection.uncertainty import measured_noise
+
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    judge = SimulatedJudge(noise=0.25, bias=0.1)
+    assert measured_noise(Referee(judge, store)) is None  # nothing stored yet: the default noise
+    _calibration(judge, store, prompts=10)
+    assert measured_noise(Referee(judge, store)) == pytest.approx(0.25, abs=0.04)
+    strategy = Uncertainty()
+    run_selection(strategy, Referee(judge, store), simulated_groups(2, 4)[0])
+    assert strategy.measured_noise == pytest.approx(0.25, abs=0.04)

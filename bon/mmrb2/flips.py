@@ -179,7 +179,7 @@ def _rates(records: Sequence[Flip]) -> dict[str, Any]:
     n = len(records)
     dis, chg = sum(r.disagree for r in records), sum(r.changed for r in records)
     return {"pairs": n, "disagree": dis, "disagree_rate": dis / n if n else None,
-            "changed": chg, "changed_rate": chg / n if n else None}
+            "changed": chg, "changed_rate": chg / n if n else None, "tied_both_orders": sum(r.tie for r in records)}
 
 
 def wilson_upper(k: int, n: int, z: float = 1.96) -> float | None:

@@ -3,7 +3,8 @@ once the leader is settled within a tolerance (a Gaussian product of experts, af
 
 Every verdict is one expert's noisy look at a score difference: ``y = s_A - s_B + b + e`` with ``y`` the
 verdict's signed strength in [-1, 1] (the judge's own margin or P(A)-P(B) where it keeps one, else the
-1-6 score's extremity), ``b`` a position bias shared by all comparisons and ``e ~ N(0, noise^2)``. An
+1-6 score's extremity), ``b`` a position bias shared by all comparisons and ``e ~ N(0, noise^2)`` (``noise: auto`` measures it on
+the judge's stored two-order judgments: the preference set's when there is one). An
 *exact tie* is the observation ``y = 0`` (the two are equal), not a coin. With a Gaussian prior on
 the scores the posterior is Gaussian in closed form. One comparison is one judge call: the first
 round pairs the candidates once (one order), then each round asks the leader against the candidate
@@ -27,16 +28,19 @@ from bon.swap import SwapPolicy, confidence, exact_tie, unit_number
 
 ONE_ORDER = SwapPolicy("gated", 0.0, "auto", "settle")  # every answered verdict stands: one call per comparison
 BIAS_PRIOR_SD = 0.5
+DEFAULT_NOISE = 0.5  # noise: auto without stored two-order judgments to measure it on
+NOISE_FLOOR = 0.1  # a judge whose two orders always mirror each other still errs, just consistently
 
 
 class Uncertainty(Strategy):
     name = "uncertainty"
 
-    def __init__(self, tolerance: float = 0.2, noise: float = 0.5, max_calls: int | None = None) -> None:
+    def __init__(self, tolerance: float = 0.05, noise: float | str = "auto", max_calls: int | None = None) -> None:
         self.tolerance = unit_number(tolerance, "tolerance", "uncertainty")
-        self.noise = unit_number(noise, "noise", "uncertainty")
+        self.noise = noise if noise == "auto" else unit_number(noise, "noise", "uncertainty", "a number in (0, 1] or 'auto'")
         if self.noise == 0:
             raise BonError("uncertainty: noise must be above 0 (a judge without noise needs no posterior)")
+        self.measured_noise: float | None = None
         if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
             raise BonError(f"uncertainty: max_calls must be a positive whole number, got {max_calls!r}")
         self.max_calls = max_calls
@@ -45,13 +49,19 @@ class Uncertainty(Strategy):
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "tolerance": self.tolerance, "noise": self.noise, "max_calls": self.max_calls}
 
+    def seed_scores(self, referee: Any, groups: Any) -> None:
+        """No seeding; with ``noise: auto``, measure the judge's noise on its stored two-order judgments first."""
+        if self.noise == "auto":
+            self.measured_noise = measured_noise(referee)
+        return None
+
     def bracket(self, n: int, key: tuple) -> Bracket:
         if n < 1:
             raise BonError(f"uncertainty: no candidates for {key}")
         if n == 1:
             return 0
         cap = self.max_calls or 2 * (n - 1)
-        model = Posterior(n, self.noise)
+        model = Posterior(n, self.noise if self.noise != "auto" else self.measured_noise or DEFAULT_NOISE)
         asked: dict[tuple[int, int], int] = {}
         pending = [(i, i + 1) for i in range(0, n - 1, 2)][:cap]
         while True:
@@ -119,6 +129,16 @@ class Posterior:
             var = cov[j, j] + cov[lead, lead] - 2 * cov[j, lead]
             out.append(0.0 if j == lead else expected_excess(mu[j] - mu[lead], math.sqrt(max(var, 1e-12))))
         return out
+
+
+def measured_noise(referee: Any) -> float | None:
+    """The judge's noise from its stored two-order pairs: y_AB + y_BA = 2 bias + two noises, so the noise
+    variance is half their variance (floored at NOISE_FLOOR; None without pairs)."""
+    _, pairs = referee.two_order_pairs()
+    sums = [a + b for f, r in pairs if (a := strength(f)) is not None and (b := strength(r)) is not None]
+    if len(sums) < 2:
+        return None
+    return float(min(1.0, max(NOISE_FLOOR, math.sqrt(np.var(sums) / 2))))
 
 
 def expected_excess(mean: float, sd: float) -> float:
