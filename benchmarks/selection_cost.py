@@ -31,7 +31,7 @@ JUDGES = {  # name: (noise, position bias, tie resolution, share of confident 6/
     "confident-biased": (0.05, 0.1, 0.0, 0.3),
     "mostly-tied": (0.05, 0.0, 0.25, 0.0),
 }
-CHEAP = SimulatedJudge(noise=0.3, resolution=0.02, seed=7, name="cheap")
+CHEAP = SimulatedJudge(noise=0.1, resolution=0.02, seed=7, name="cheap")
 STRATEGIES = {
     "knockout": lambda: Knockout(),
     "gated+audit": lambda: Knockout(swap="gated", gate="auto"),

@@ -21,6 +21,7 @@ from bon.seeds import derive_seed
 from bon.store import JudgmentStore, usage_of
 from bon.swap import CascadePolicy, SwapPolicy, exact_tie
 
+SPENT = ("calls_made", "calls_cached", "missing", "input_tokens", "output_tokens", "seconds", "cost_usd")
 PREFERENCE_STAGE = "mmrb2"  # the stage that judges the preference set in both orders (held-out prompts)
 
 
@@ -315,9 +316,10 @@ class Referee:
     def _play_cascade(self, matches: Sequence[Match], cascade: CascadePolicy) -> list[MatchResult]:
         state = self.cascade_state(cascade)
         cheap = state.referee
-        before = cheap.stats.as_dict()
+        before = {key: getattr(cheap.stats, key) for key in SPENT}
         first = cheap.ask([Comparison(m.prompt, m.x_content, m.y_content) for m in matches])
-        self._absorb(cheap.stats, before)
+        for key in SPENT:  # what the cheap judge spent is part of what this selection cost
+            setattr(self.stats, key, getattr(self.stats, key) + getattr(cheap.stats, key) - before[key])
         sure = set() if state.effective is None else {
             i for i, v in enumerate(first) if not state.effective.needs_reverse([v], cheap.judge)}
         rest = [i for i in range(len(matches)) if i not in sure]
@@ -359,16 +361,11 @@ class Referee:
             self.cascades[cascade] = state
         return self.cascades[cascade]
 
-    def _absorb(self, stats: CallStats, before: dict[str, Any]) -> None:
-        """Add what another referee (a cascade's cheap judge) spent since ``before`` to this judge's counts."""
-        for key in ("calls_made", "calls_cached", "missing", "input_tokens", "output_tokens"):
-            setattr(self.stats, key, getattr(self.stats, key) + getattr(stats, key) - before[key])
-        self.stats.seconds += stats.seconds - before["judge_seconds"]
-        self.stats.cost_usd += stats.cost_usd - before["cost_usd"]
-
     def gate_reports(self) -> list[dict[str, Any]]:
-        """What every gate and cascade of this referee did: calibration, audit, fallback (for reports)."""
-        return [s.report() for s in (*self.gates.values(), *self.cascades.values())]
+        """What every calibrated or audited gate and every cascade of this referee did: calibration, audit,
+        fallback (for reports; a fixed gate without an audit has nothing to tell)."""
+        gates = [s for s in self.gates.values() if s.policy.calibrated or s.policy.audit]
+        return [s.report() for s in (*gates, *self.cascades.values())]
 
     def _play_both(self, matches: Sequence[Match]) -> list[MatchResult]:
         comparisons: list[Comparison] = []
