@@ -86,26 +86,23 @@ def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Seque
 
 
 def cascade_judges(study: Any, asked: Sequence[str] = ()) -> list[str]:
-    """The cheap judges' specs for the cascade settings: those ``asked`` (a spec or one of the study's judge
-    labels; ``none``: no cascade), else the study's cheapest judge by money, then judge seconds, per call."""
-    by_label = {j.label: j for j in study.cfg.judges}
+    """The cheap judges of the cascade settings: those ``asked`` (one of the study's judge labels or a spec;
+    ``none``: no cascade), else the study's cheapest judge by money, then judge seconds, per call, among
+    those at least as accurate on the preference set as the median judge."""
     if asked:
         if "none" in asked:
             return []
-        chosen = [by_label[a] if a in by_label else a for a in asked]
+        chosen = list(asked)
     else:
         costs = judge_costs(read_json(study.run.stats))
-        plain = [j for j in study.cfg.judges if not j.options and j.label in costs]
+        plain = [j for j in study.cfg.judges if j.label in costs]
         accuracy = _mean_accuracies(study.run.root)
         if accuracy:  # a cheap judge worth trusting: at least as accurate on the preference set as the median judge
             middle = float(np.median([accuracy.get(j.label, np.nan) for j in plain if j.label in accuracy]))
             plain = [j for j in plain if accuracy.get(j.label, -math.inf) >= middle]
         price = lambda j: tuple(v if v == v else math.inf for v in (costs[j.label]["usd_per_call"], costs[j.label]["seconds_per_call"]))  # noqa: E731
         chosen = sorted(plain, key=price)[:1]
-    specs = [c if isinstance(c, str) else c.name for c in chosen]
-    if any(not isinstance(c, str) and c.options for c in chosen):
-        raise BonError("--cascade: a cascade's cheap judge is built from its spec alone; this judge has options")
-    return specs
+    return [c if isinstance(c, str) else c.label for c in chosen]
 
 
 def _mean_accuracies(run_root: Path) -> dict[str, float]:
@@ -149,6 +146,7 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     baseline = _baselines(study.scores, groups)
     # money per selection-stage call, as the leaderboard prices the same judge's full protocol
     costs = {name: c["usd_per_call"] for name, c in judge_costs(read_json(study.run.stats)).items()}
+    cheap = {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"}
     store = JudgmentStore(study.run.store)
     records: list[dict[str, Any]] = []
     try:
@@ -157,9 +155,10 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
             for setting in settings:
                 if setting.confidence == "margin" and not _has_margins(matches):
                     continue  # this judge keeps no margin: the setting would repeat the score-gated ones
-                if setting.family == "cascade" and _same_judge(setting.options["cascade"], judge):
+                if setting.family == "cascade" and cheap[setting.options["cascade"]].identity() == judge.identity():
                     continue  # a judge is no cheaper than itself
                 referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+                referee.judges.update(cheap)  # a cascade's cheap judge as the study configures it (label, options)
                 strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
                 picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
                 picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
@@ -261,13 +260,6 @@ def _cascade_gating(picks: Sequence[Any], groups: Sequence[Any], referee: Refere
                and (r := flips.cascade_flip(m.cascade[0], [stored[f]], [stored[b]], cheap.referee.judge, referee.judge,
                                             "auto", (m.x, m.y)))]
     return flips.settled_verdict(records, tolerance) if records else "unproven"
-
-
-def _same_judge(spec: str, judge: Any) -> bool:
-    try:
-        return registry.create("judge", spec).identity() == judge.identity()
-    except BonError:
-        return False  # an unknown spec fails with its own one-line error when the cascade is built
 
 
 def _has_margins(matches: Sequence[Any]) -> bool:
