@@ -488,12 +488,13 @@ def tradeoff_html(tradeoff: Mapping[str, Any] | None, figure: Sequence[Path] | N
         return head + ('<p class="muted">No trade-off in this run folder. Run <code>bon tradeoff --run DIR</code> and '
                        "rebuild the report.</p>")
     return head + figure_html(figure, "Judge calls per prompt against Best-of-N score (left) and recovery (right), one "
-                              "line per judge through its settings; hollow markers: gates the reverse-flip analysis calls "
-                              "unsafe for that judge.", "calls per prompt against Best-of-N score") + html_table(
+                              "line per judge through its settings; hollow markers: gates the reverse-flip analysis (or a "
+                              "calibrated gate's own audit) calls unsafe for that judge.", "calls per prompt against Best-of-N score") + html_table(
         tradeoff["records"], [
             text("judge", "judge"), text("setting", "setting"), col("calls/prompt", "calls_per_prompt", ".2f"),
             col("calls cut", "calls_cut", ".0%"), col("BoN", "bon_score", ".4f"), col("recovery", "recovery", ".3f"),
-            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"), GATING], "tradeoff")
+            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"), GATING,
+            text("what it did", lambda r: r.get("note") or "")], "tradeoff")
 
 
 def _cards(b: ReportBundle) -> str:

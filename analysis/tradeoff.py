@@ -1,6 +1,7 @@
 """What a judge's Best-of-N result costs: judge calls per prompt against Best-of-N score and recovery,
-for every way of running the judge (the MMRB2 two-order knockout, knockouts with gated swaps, a
-seeded knockout, round-robin with and without an early stop).
+for every way of running the judge (the MMRB2 two-order knockout, knockouts with fixed and calibrated
+gated swaps, cascades from a cheaper judge, a seeded knockout, the uncertainty-driven strategy,
+round-robin with and without an early stop).
 
 Everything runs through the study's judgment store, so judgments any setting shares with the study (or
 with another setting) are free and only new match-ups cost calls. "Calls per prompt" counts every judge
@@ -10,7 +11,10 @@ served from the store: the price of that setting on fresh data.
 Each setting is compared with the full protocol (knockout, both orders) on the same prompts: the
 loss in Best-of-N score gets a 95% paired-bootstrap interval over prompts. The full protocol's matches
 also give the reverse-flip analysis (:mod:`bon.mmrb2.flips`) that says at which gates skipping the
-reverse order is safe for this judge.
+reverse order is safe for this judge (``gating``: safe, unsafe or unproven); a calibrated gate is
+judged at the gate it chose, and unsafe when its own audit turned it off; a cascade by how often its
+settled matches differ from the main judge's stored two-order decision. A cascade's calls per prompt
+count both judges (``cheap_calls_per_prompt`` is the cheap judge's share), and so does its money.
 """
 
 from __future__ import annotations
@@ -54,18 +58,80 @@ class Setting:
         return str(self.options.get("confidence", "auto"))
 
 
-def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Sequence[float] = DEFAULT_MARGIN_GATES) -> list[Setting]:
+ADAPTIVE_FAMILIES = ("calibrated", "cascade", "uncertainty")  # the settings --strategy-option reaches
+
+
+def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Sequence[float] = DEFAULT_MARGIN_GATES,
+                     cascades: Sequence[str] = (), strategy_options: Mapping[str, Any] | None = None) -> list[Setting]:
     """Knockout (both orders: the reference), gated knockouts (on the 1-6 score, and on the judge's own
-    margin where its verdicts keep one), seeded knockout, round-robin, early-stopped round-robin."""
+    margin where its verdicts keep one), calibrated gates with an audit, cascades from each of
+    ``cascades``, seeded knockout, the uncertainty-driven strategy, round-robin, early-stopped round-robin.
+    ``strategy_options`` go to the calibrated, cascade and uncertainty settings whose strategy takes them."""
+    adaptive = [
+        Setting("knockout gated auto", "knockout", {"swap": "gated", "gate": "auto"}, "calibrated"),
+        Setting("knockout gated auto margin", "knockout", {"swap": "gated", "gate": "auto", "confidence": "margin"}, "calibrated"),
+        *(Setting(f"knockout cascade {c}", "knockout", {"cascade": c}, "cascade") for c in cascades),
+        Setting("uncertainty", "uncertainty", {}, "uncertainty"),
+    ]
     return [
         Setting(REFERENCE, "knockout", {}, "knockout"),
         *(Setting(f"knockout gated {g:g}", "knockout", {"swap": "gated", "gate": float(g)}, "gated", float(g)) for g in gates),
         *(Setting(f"knockout gated margin {g:g}", "knockout", {"swap": "gated", "gate": float(g), "confidence": "margin"},
                   "gated", float(g)) for g in margin_gates),
+        *with_options(adaptive, strategy_options or {}),
         Setting("knockout seeded", "knockout", {"seed": "self"}, "seeded"),
         Setting("round-robin", "round-robin", {}, "round-robin"),
         Setting("round-robin early stop", "round-robin", {"early_stop": True}, "early-stop"),
     ]
+
+
+def cascade_judges(study: Any, asked: Sequence[str] = ()) -> list[str]:
+    """The cheap judges of the cascade settings: those ``asked`` (one of the study's judge labels or a spec;
+    ``none``: no cascade), else the study's cheapest judge by money, then judge seconds, per call, among
+    those at least as accurate on the preference set as the median judge."""
+    if asked:
+        if "none" in asked:
+            return []
+        chosen = list(asked)
+    else:
+        costs = judge_costs(read_json(study.run.stats))
+        plain = [j for j in study.cfg.judges if j.label in costs]
+        accuracy = _mean_accuracies(study.run.root)
+        if accuracy:  # a cheap judge worth trusting: at least as accurate on the preference set as the median judge
+            middle = float(np.median([accuracy.get(j.label, np.nan) for j in plain if j.label in accuracy]))
+            plain = [j for j in plain if accuracy.get(j.label, -math.inf) >= middle]
+        price = lambda j: tuple(v if v == v else math.inf for v in (costs[j.label]["usd_per_call"], costs[j.label]["seconds_per_call"]))  # noqa: E731
+        chosen = sorted(plain, key=price)[:1]
+    return [c if isinstance(c, str) else c.label for c in chosen]
+
+
+def _mean_accuracies(run_root: Path) -> dict[str, float]:
+    """Each judge's mean preference-set accuracy over tasks (``accuracies.csv``; empty when absent)."""
+    path = Path(run_root) / "accuracies.csv"
+    if not path.exists():
+        return {}
+    import pandas as pd
+
+    table = pd.read_csv(path)
+    return table.groupby("judge")["accuracy"].mean().to_dict() if {"judge", "accuracy"} <= set(table.columns) else {}
+
+
+def with_options(settings: Sequence[Setting], options: Mapping[str, Any]) -> list[Setting]:
+    """Each setting with the ``options`` its strategy takes (a cascade's main judge is asked in both
+    orders, so the gate options stay out of it); an option none of them takes is a one-line error
+    naming the valid ones."""
+    out, valid = [], set()
+    for setting in settings:
+        accepted, _ = registry.option_names(registry.resolve("strategy", setting.strategy))
+        if setting.family == "cascade":
+            accepted = accepted - {"swap", "gate", "audit", "ties", "confidence"}
+        valid |= accepted
+        out.append(Setting(setting.label, setting.strategy, {**setting.options, **{k: v for k, v in options.items() if k in accepted}},
+                           setting.family, setting.gate))
+    for key in options:
+        if key not in valid:
+            raise BonError(f"--strategy-option {key!r}: no trade-off setting takes it (valid: {', '.join(sorted(valid - {'name'}))})")
+    return out
 
 
 def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | None = None, bootstrap: int = 2000,
@@ -80,6 +146,7 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     baseline = _baselines(study.scores, groups)
     # money per selection-stage call, as the leaderboard prices the same judge's full protocol
     costs = {name: c["usd_per_call"] for name, c in judge_costs(read_json(study.run.stats)).items()}
+    cheap = {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"}
     store = JudgmentStore(study.run.store)
     records: list[dict[str, Any]] = []
     try:
@@ -88,7 +155,10 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
             for setting in settings:
                 if setting.confidence == "margin" and not _has_margins(matches):
                     continue  # this judge keeps no margin: the setting would repeat the score-gated ones
+                if setting.family == "cascade" and cheap[setting.options["cascade"]].identity() == judge.identity():
+                    continue  # a judge is no cheaper than itself
                 referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+                referee.judges.update(cheap)  # a cascade's cheap judge as the study configures it (label, options)
                 strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
                 picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
                 picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
@@ -98,8 +168,10 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
                     safety[setting.confidence] = flips.gate_safety(
                         [r for m in matches if (r := flips.from_match(m, judge, setting.confidence))], tolerance)
                 calls = sum(p.calls for p in picks) / len(groups)
-                records.append(_record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
-                                       safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label)))
+                record = _record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
+                                 safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label))
+                record.update(_adaptive(setting, picks, groups, referee, matches, store, costs, tolerance))
+                records.append(record)
     finally:
         store.close()
     _add_cuts(records)
@@ -125,6 +197,69 @@ def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, refe
         "gating": flips.verdict_on_gating(safety[setting.confidence], setting.gate) if setting.gate is not None else None,
         **({"gate_safety": safety[setting.confidence]} if setting.gate is not None else {}),
     }
+
+
+def _adaptive(setting: Setting, picks: Sequence[Any], groups: Sequence[Any], referee: Referee, matches: Sequence[Any],
+              store: JudgmentStore, costs: Mapping[str, float], tolerance: float) -> dict[str, Any]:
+    """What a calibrated gate, a cascade or the uncertainty strategy adds to its record: the gate it ran
+    (calibration, audit, fallback), its ``gating`` verdict, the cheap judge's share of calls and money."""
+    if setting.family == "uncertainty":
+        settled = [p.settled for p in picks if p.settled is not None]
+        blind = sum(bool(p.note) for p in picks)
+        return {"settled_share": float(np.mean(settled)) if settled else None, "uninformed_prompts": blind,
+                "note": f"leader settled within tolerance on {sum(settled)}/{len(settled)} prompts"
+                        + (f"; {blind} saw only exact ties (no information, a seeded pick)" if blind else "")}
+    if setting.family not in ("calibrated", "cascade"):
+        return {}
+    [gate] = referee.gate_reports() or [None]
+    if gate is None:
+        return {}
+    out: dict[str, Any] = {"gate_report": gate, "note": gate["note"], "gate": gate["gate"]}
+    if setting.family == "calibrated":
+        out["gating"] = _calibrated_gating(gate, matches, referee, tolerance)
+        return out
+    cheap = referee.cascades[next(iter(referee.cascades))]
+    prompts = len(groups)
+    cheap_calls = sum(len(m.cascade) for p in picks for m in p.matches) / prompts
+    out.update(cheap_calls_per_prompt=cheap_calls, gating=_cascade_gating(picks, groups, referee, cheap, store, tolerance))
+    main_usd, cheap_usd = costs.get(referee.judge.name, 0.0), costs.get(cheap.referee.judge.name, 0.0)
+    if main_usd == main_usd and cheap_usd == cheap_usd:  # both priced: each judge's calls at its own rate
+        total = sum(p.calls for p in picks) / prompts
+        out["usd_per_prompt"] = (total - cheap_calls) * main_usd + cheap_calls * cheap_usd
+    return out
+
+
+def _calibrated_gating(gate: Mapping[str, Any], matches: Sequence[Any], referee: Referee, tolerance: float) -> str | None:
+    """The calibrated gate judged like a fixed one on the full protocol's matches (at the gate it chose,
+    ties standing or not); ``unsafe`` when its audit turned it off, None when it settled nothing."""
+    if gate["fell_back_after"] is not None:
+        return "unsafe"
+    if gate["gate"] is None or not gate["settled"]:
+        return None
+    policy = next(iter(referee.gates))
+    records = [r for m in matches if (r := flips.from_match(m, referee.judge, policy.confidence))]
+    return flips.settled_verdict([r for r in records if (r.forward_tie and gate["ties"] == "settle")
+                                  or (not r.forward_tie and r.confidence is not None and r.confidence >= gate["gate"] - 1e-9)],
+                                 tolerance)
+
+
+def _cascade_gating(picks: Sequence[Any], groups: Sequence[Any], referee: Referee, cheap: Any, store: JudgmentStore,
+                    tolerance: float) -> str | None:
+    """How often the cheap judge's settled matches differ from the main judge's stored two-order decision
+    on the same matches (only the matches the store holds in both orders are checked; no judge calls)."""
+    asked = []
+    for pick, (prompt, cands) in zip(picks, groups):
+        for m in pick.matches:
+            if m.rule == "cascade":
+                p, x, y = prompt.content.digest, cands[m.x].content.digest, cands[m.y].content.digest
+                asked.append((m, (p, x, y, 0), (p, y, x, 0)))
+    if not asked:
+        return None
+    stored = store.get_many(referee.judge_id, [k for _, f, b in asked for k in (f, b)])
+    records = [r for m, f, b in asked if f in stored and b in stored
+               and (r := flips.cascade_flip(m.cascade[0], [stored[f]], [stored[b]], cheap.referee.judge, referee.judge,
+                                            "auto", (m.x, m.y)))]
+    return flips.settled_verdict(records, tolerance) if records else "unproven"
 
 
 def _has_margins(matches: Sequence[Any]) -> bool:
@@ -190,7 +325,8 @@ def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path 
     return paths
 
 
-MARKERS = {"knockout": "o", "gated": "v", "seeded": "s", "round-robin": "D", "early-stop": "X"}
+MARKERS = {"knockout": "o", "gated": "v", "calibrated": "P", "cascade": "*", "uncertainty": "h", "seeded": "s",
+           "round-robin": "D", "early-stop": "X"}
 
 
 def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
@@ -233,7 +369,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     judge_legend = fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.855, 0.9), title="judge", title_fontsize=8)
     fig.add_artist(judge_legend)
     shapes = [Line2D([], [], marker=m, ls="", color="black", label=f) for f, m in MARKERS.items()]
-    shapes.append(Line2D([], [], marker="v", ls="", color="black", mfc="white", label="gated, unsafe"))
+    shapes.append(Line2D([], [], marker="v", ls="", color="black", mfc="white", label="unsafe (flip analysis or audit)"))
     fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
     fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.85, 1))
@@ -278,9 +414,14 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
         lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
                      f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
+    noted = [r for r in records if r.get("note")]
+    if noted:
+        lines += ["", "**Calibrated gates, cascades and the uncertainty strategy** (what each did for the judge):"]
+        lines += [f"- {r['judge']}: {r['setting']}: {r['note']}" for r in noted]
     unsafe = [r for r in records if r.get("gating") == "unsafe"]
     if unsafe:
-        lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches):"]
+        lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches, "
+                  "or a calibrated gate's audit did):"]
         lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
     if max_loss is not None:
         lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "

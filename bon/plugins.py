@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Generator as _Coroutine, Protocol, Sequence
 
 from bon.content import Candidate, Content, Prompt
 from bon.protocol import Comparison, MatchResult, Verdict, score_from_margin, seeded_coin
-from bon.swap import SwapPolicy
+from bon.swap import CascadePolicy, SwapPolicy
 
 # Settings that change how a plugin runs, never what it answers: left out of every identity.
 RUN_ONLY = frozenset({
@@ -213,6 +213,8 @@ class Finish:
 
     winner: int
     skipped_matches: int = 0
+    settled: bool | None = None  # an adaptive strategy: did the leader settle before its call cap?
+    note: str | None = None  # what the strategy saw, in a phrase (e.g. every comparison an exact tie)
 
 
 Bracket = _Coroutine[list[tuple[int, int]], list[MatchResult], "int | Finish"]
@@ -224,6 +226,7 @@ class Strategy(Plugin, ABC):
     kind = "strategy"
     name = "strategy"
     swap: SwapPolicy = SwapPolicy()  # pairwise strategies: both orders (the protocol) or a gated swap
+    cascade: CascadePolicy | None = None  # a cheap judge that settles the matches it is sure about
 
     def seed_scores(self, referee: Any, groups: Sequence[Any]) -> list[tuple[list[float | None], int]] | None:
         """Per group (:class:`bon.selection.base.Group`), one score per candidate to seed the bracket with

@@ -79,11 +79,12 @@ class MatchResult:
     forward: list[Verdict]  # x shown as A
     reverse: list[Verdict]  # y shown as A
     winner: int
-    rule: str  # how the winner was decided: "agree", "score", "coin", "one-sided", "no-verdict"
+    rule: str  # how the winner was decided: "agree", "score", "coin", "one-sided", "no-verdict", "gated", "cascade"
+    cascade: list[Verdict] = field(default_factory=list)  # a cascade's cheap judge, asked first (x shown as A)
 
     @property
     def calls(self) -> int:
-        return len(self.forward) + len(self.reverse)
+        return len(self.forward) + len(self.reverse) + len(self.cascade)
 
 
 def votes_for_x(forward: Sequence[Verdict], reverse: Sequence[Verdict]) -> tuple[int, int, float, float]:

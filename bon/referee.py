@@ -16,8 +16,13 @@ from bon.content import Content, Prompt
 from bon.errors import BonError
 from bon.plugins import PairwiseJudge, PointwiseJudge, Score
 from bon.protocol import Comparison, MatchResult, Verdict, decide_match
+from bon.mmrb2 import flips
+from bon.seeds import derive_seed
 from bon.store import JudgmentStore, usage_of
-from bon.swap import SwapPolicy
+from bon.swap import CascadePolicy, SwapPolicy, exact_tie
+
+SPENT = ("calls_made", "calls_cached", "missing", "input_tokens", "output_tokens", "seconds", "cost_usd")
+PREFERENCE_STAGE = "mmrb2"  # the stage that judges the preference set in both orders (held-out prompts)
 
 
 class BudgetExhausted(BonError):
@@ -87,6 +92,89 @@ class Match:
     tag: str = ""  # disambiguates the coin of the tie rule (e.g. generator name)
 
 
+@dataclass
+class GateState:
+    """A gated swap (or a cascade) as it runs for one judge: the gate in force (``effective``; None:
+    both orders), how it was calibrated, what the audit measured and whether it fell back."""
+
+    policy: SwapPolicy
+    effective: SwapPolicy | None
+    calibration: dict[str, Any]
+    referee: "Referee | None" = None  # a cascade's cheap judge
+    learning: list[flips.Flip] | None = None  # no stored judgments: flip records of this run's two-order matches
+    matches: int = 0
+    settled: int = 0
+    audited: int = 0
+    audit_changed: int = 0
+    ties_settled: int = 0
+    fell_back_after: int | None = None
+
+    def learn(self, records: list[flips.Flip], learning: bool | None = None) -> None:
+        """Calibrate ``gate: auto`` on ``records`` (added to those of earlier batches while learning from the run)."""
+        if learning is not None:  # the first calibration: stored judgments, or (none stored) this run's from now on
+            self.learning = [] if learning else None
+        elif self.learning is None:
+            return  # a fixed gate, or calibrated once on stored judgments
+        if not self.policy.calibrated or self.fell_back_after is not None:
+            return
+        if self.learning is not None:
+            self.learning.extend(records)
+            records = self.learning
+        found = flips.calibrate_gate(records, self.policy.max_flip)
+        self.calibration.update(found)
+        if found["gate"] is not None:
+            ties = "settle" if found["settle_ties"] else "ask"
+            self.effective = SwapPolicy("gated", found["gate"], self.policy.confidence, ties, self.policy.max_flip)
+            self.learning = None
+
+    def record(self, matches: int, settled: int, audit: Sequence[flips.Flip | None], ties: int = 0) -> None:
+        """Count a batch; fall back to both orders once the audit shows the flip rate above ``max_flip``."""
+        self.matches += matches
+        self.settled += settled
+        self.ties_settled += ties
+        known = [r for r in audit if r is not None]
+        self.audited += len(known)
+        self.audit_changed += sum(r.changed for r in known)
+        lower = flips.wilson_lower(self.audit_changed, self.audited)
+        if lower is not None and lower > self.policy.max_flip and self.fell_back_after is None:
+            self.effective, self.fell_back_after = None, self.matches
+
+    def report(self) -> dict[str, Any]:
+        a, k = self.audited, self.audit_changed
+        return {
+            "kind": "cascade" if self.referee is not None else "gate",
+            **({"cascade": self.referee.judge.name} if self.referee is not None else {}),
+            "calibration": {k_: v for k_, v in self.calibration.items()},
+            "gate": None if self.effective is None else self.effective.gate,
+            "ties": None if self.effective is None else self.effective.ties,
+            "matches": self.matches, "settled": self.settled, "ties_settled": self.ties_settled,
+            "audit": {"share": self.policy.audit, "audited": a, "changed": k, "rate": k / a if a else None,
+                      "lo95": flips.wilson_lower(k, a), "hi95": flips.wilson_upper(k, a)},
+            "fell_back_after": self.fell_back_after,
+            "note": gate_note(self),
+        }
+
+
+def gate_note(state: GateState) -> str:
+    """One phrase: what the gate (or cascade) did for this judge."""
+    if state.fell_back_after is not None:
+        return (f"audit found {state.audit_changed}/{state.audited} outcomes changed: both orders after "
+                f"{state.fell_back_after} matches")
+    if state.effective is None:
+        return "no safe gate: every match asked in full (gains nothing)"
+    if state.matches and not state.settled:
+        return "no verdict cleared the gate (gains nothing)"
+    if state.settled and state.ties_settled == state.settled == state.matches:
+        return "every verdict an exact tie: the picks are coins whatever is asked (the judge gains nothing)"
+    if state.referee is not None:
+        return f"{state.settled}/{state.matches} matches settled by the cheap judge"
+    audit = ""
+    if state.audited:
+        lo, hi = flips.wilson_lower(state.audit_changed, state.audited), flips.wilson_upper(state.audit_changed, state.audited)
+        audit = f"; audit: {state.audit_changed}/{state.audited} outcomes changed (95% CI {lo:.3f}-{hi:.3f})"
+    return f"{state.settled}/{state.matches} matches settled by one order{audit}"
+
+
 class Referee:
     def __init__(
         self,
@@ -109,6 +197,9 @@ class Referee:
         self.executor = executor  # where the uncached batch is answered (None: this process)
         self.judge_id = store.register(judge.identity())
         self.stats = CallStats()
+        self.gates: dict[SwapPolicy, GateState] = {}  # gated swaps as they run: calibration, audit, fallback
+        self.cascades: dict[CascadePolicy, GateState] = {}
+        self.judges: dict[str, PairwiseJudge] = {}  # judges already built, by the spec a cascade names (else the registry)
 
     def ask(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Verdicts for the comparisons, from the store where possible, else from one judge batch."""
@@ -158,27 +249,123 @@ class Referee:
             self.stats.calls_made += len(todo)
         return [known[k] for k in keys]
 
-    def play(self, matches: Sequence[Match], swap: SwapPolicy | None = None) -> list[MatchResult]:
+    def play(self, matches: Sequence[Match], swap: SwapPolicy | None = None,
+             cascade: CascadePolicy | None = None) -> list[MatchResult]:
         """Both orders (times ``samples``) of every match, merged by the tie rule. With a gated
         ``swap`` the forward orders go first, as one batch, and a second batch asks the reverse only
-        of matches whose forward verdict is not confident; a single-order match is decided by its
-        forward verdict alone (rule ``gated``)."""
+        of matches whose forward verdict is not confident, plus the audited share of the confident
+        ones; a single-order match is decided by its forward verdict alone (rule ``gated``). With a
+        ``cascade`` the cheap judge answers every match first (one order) and settles those it is sure
+        about (rule ``cascade``); the rest get both orders of this judge."""
+        if cascade is not None:
+            return self._play_cascade(matches, cascade)
         if swap is None or not swap.gated:
             return self._play_both(matches)
+        state = self.gate_state(swap)
+        if state.effective is None:  # no gate is safe yet (or the audit turned it off): the protocol
+            results = self._play_both(matches)
+            state.learn([r for m in results if (r := flips.from_match(m, self.judge, swap.confidence))])
+            state.matches += len(matches)
+            return results
+        policy = state.effective
         forward = self.ask([Comparison(m.prompt, m.x_content, m.y_content, s) for m in matches for s in range(self.samples)])
         chunks = [forward[i * self.samples : (i + 1) * self.samples] for i in range(len(matches))]
-        unsure = [i for i, fwd in enumerate(chunks) if swap.needs_reverse(fwd, self.judge)]
+        unsure = {i for i, fwd in enumerate(chunks) if policy.needs_reverse(fwd, self.judge)}
+        audited = {i for i in range(len(matches)) if i not in unsure and self._audit_draw(matches[i]) < swap.audit}
+        asked = sorted(unsure | audited)
         reverse = self.ask([Comparison(matches[i].prompt, matches[i].y_content, matches[i].x_content, s)
-                            for i in unsure for s in range(self.samples)])
-        backs = {i: reverse[k * self.samples : (k + 1) * self.samples] for k, i in enumerate(unsure)}
-        self.stats.calls_saved += (len(matches) - len(unsure)) * self.samples
+                            for i in asked for s in range(self.samples)])
+        backs = {i: reverse[k * self.samples : (k + 1) * self.samples] for k, i in enumerate(asked)}
+        self.stats.calls_saved += (len(matches) - len(asked)) * self.samples
         results = []
         for i, m in enumerate(matches):
             result = decide_match(m.x, m.y, chunks[i], backs.get(i, []), self._coin_key(m))
             if i not in backs:
                 result.rule = "gated"
             results.append(result)
+        settled = [i for i in range(len(matches)) if i not in unsure]
+        state.record(len(matches), len(settled),
+                     [flips.flip_of(chunks[i][0], backs[i][0], self.judge, swap.confidence, (i,)) for i in sorted(audited)],
+                     sum(all(exact_tie(v, self.judge) for v in chunks[i]) for i in settled))
         return results
+
+    def gate_state(self, swap: SwapPolicy) -> "GateState":
+        """The gate in force for this judge under ``swap`` (calibrated once, for ``gate: auto``)."""
+        if swap not in self.gates:
+            if not swap.calibrated:
+                self.gates[swap] = GateState(swap, swap, {"source": "fixed", "gate": swap.gate})
+            else:
+                source, pairs = self.two_order_pairs()
+                self.gates[swap] = GateState(swap, None, {"source": source})
+                self.gates[swap].learn(flips.from_pairs(pairs, self.judge, swap.confidence), learning=not pairs)
+        return self.gates[swap]
+
+    def two_order_pairs(self) -> tuple[str, list[tuple[Verdict, Verdict]]]:
+        """(forward, reverse) pairs of this judge's stored two-order answers: the preference set's when it
+        has any (held-out prompts), else every stage's; none: the run calibrates on its own matches."""
+        for stage, source in ((PREFERENCE_STAGE, "preference set"), (None, "store")):
+            answers = self.store.answered(self.judge_id, stage)
+            pairs = [(v, answers[(p, b, a, 0)]) for (p, a, b, _), v in answers.items() if a < b and (p, b, a, 0) in answers]
+            if pairs:
+                return source, pairs
+        return "this run", []
+
+    def _audit_draw(self, m: Match) -> float:
+        return derive_seed(self.seed, self.judge_id, m.prompt.id, m.tag, m.x, m.y, "audit") / 0x80000000
+
+    def _play_cascade(self, matches: Sequence[Match], cascade: CascadePolicy) -> list[MatchResult]:
+        state = self.cascade_state(cascade)
+        cheap = state.referee
+        before = {key: getattr(cheap.stats, key) for key in SPENT}
+        first = cheap.ask([Comparison(m.prompt, m.x_content, m.y_content) for m in matches])
+        for key in SPENT:  # what the cheap judge spent is part of what this selection cost
+            setattr(self.stats, key, getattr(self.stats, key) + getattr(cheap.stats, key) - before[key])
+        sure = set() if state.effective is None else {
+            i for i, v in enumerate(first) if not state.effective.needs_reverse([v], cheap.judge)}
+        rest = [i for i in range(len(matches)) if i not in sure]
+        played = dict(zip(rest, self._play_both([matches[i] for i in rest])))
+        results = []
+        for i, m in enumerate(matches):
+            result = played.get(i) or MatchResult(m.x, m.y, [], [], m.x if first[i].better == "A" else m.y, "cascade")
+            result.cascade = [first[i]]
+            results.append(result)
+        state.learn([r for i in rest if (r := flips.cascade_flip(first[i], played[i].forward[:1], played[i].reverse[:1],
+                                                                  cheap.judge, self.judge, cascade.confidence, (i,)))])
+        state.record(len(matches), len(sure), [], sum(exact_tie(first[i], cheap.judge) for i in sure))
+        self.stats.calls_saved += 2 * self.samples * len(sure)
+        return results
+
+    def cascade_state(self, cascade: CascadePolicy) -> "GateState":
+        """The cheap judge's referee and the gate its verdicts need (calibrated once for ``cascade_gate: auto``)."""
+        if cascade not in self.cascades:
+            from bon import registry
+
+            try:
+                judge = self.judges[cascade.judge] if cascade.judge in self.judges else registry.create("judge", cascade.judge)
+            except BonError as exc:
+                raise BonError(f"cascade {cascade.judge!r}: {exc}") from None
+            cheap = Referee(judge, self.store, budget=self.budget, seed=self.seed, stage=self.stage, executor=self.executor)
+            policy = SwapPolicy("gated", cascade.gate, cascade.confidence, "ask", cascade.max_flip)
+            state = GateState(policy, None if policy.calibrated else policy, {"source": "fixed", "gate": cascade.gate}, referee=cheap)
+            if policy.calibrated:
+                state.calibration = {"source": "this run"}
+                for stage, source in ((PREFERENCE_STAGE, "preference set"), (None, "store")):
+                    mine, theirs = self.store.answered(self.judge_id, stage), self.store.answered(cheap.judge_id, stage)
+                    records = [r for (p, a, b, _), v in theirs.items() if a < b and (p, a, b, 0) in mine and (p, b, a, 0) in mine
+                               and (r := flips.cascade_flip(v, [mine[(p, a, b, 0)]], [mine[(p, b, a, 0)]], judge, self.judge,
+                                                            cascade.confidence, (p, a, b)))]
+                    if records:
+                        state.calibration = {"source": source}
+                        break
+                state.learn(records, learning=not records)
+            self.cascades[cascade] = state
+        return self.cascades[cascade]
+
+    def gate_reports(self) -> list[dict[str, Any]]:
+        """What every calibrated or audited gate and every cascade of this referee did: calibration, audit,
+        fallback (for reports; a fixed gate without an audit has nothing to tell)."""
+        gates = [s for s in self.gates.values() if s.policy.calibrated or s.policy.audit]
+        return [s.report() for s in (*gates, *self.cascades.values())]
 
     def _play_both(self, matches: Sequence[Match]) -> list[MatchResult]:
         comparisons: list[Comparison] = []

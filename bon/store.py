@@ -199,6 +199,16 @@ class JudgmentStore:
                 t["first"], t["last"] = min(t["first"], first), max(t["last"], last)
         return found
 
+    def answered(self, jid: str, stage: str | None = None, limit: int = 200_000) -> dict[Key, Verdict]:
+        """A judge's stored answers (first sample only; of one ``stage`` when given), at most ``limit``:
+        what calibrating a gate or a cascade reads (``bon.referee.GateState``)."""
+        where, args = ("AND stage = ?", (stage,)) if stage is not None else ("", ())
+        rows = self._db.execute(
+            f"SELECT prompt, a, b, better, score, missing, meta FROM judgments WHERE judge_id = ? AND sample = 0 {where} "
+            "AND better IS NOT NULL LIMIT ?", (jid, *args, limit))
+        return {(prompt, a, b, 0): Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
+                for prompt, a, b, better, score, missing, meta in rows}
+
     def count(self, jid: str | None = None) -> int:
         if jid is None:
             return self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]

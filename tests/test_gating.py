@@ -216,3 +216,160 @@ def test_seed_by_another_judge_counts_its_calls(tmp_path):
     assert referee.stats.calls_made + referee.stats.calls_cached == sum(p.calls for p in picks)
     with pytest.raises(BonError, match="knockout seed 'no-such-judge'"):
         run_selection(Knockout(seed="no-such-judge"), referee, _groups())
+
+
+# --- calibrated gates, audits, cascades, the uncertainty-driven strategy ------------------------
+
+from bon.selection.uncertainty import Uncertainty  # noqa: E402
+from bon.simulate import SimulatedJudge, simulated_groups  # noqa: E402
+
+
+class TieJudge(PairwiseJudge):
+    """Sees no difference ever: every answer an exact tie (its letter a coin, as the synthetic judges give it)."""
+
+    name = "always-tied"
+
+    def judge(self, comparisons):
+        out = []
+        for c in comparisons:
+            coin = seeded_coin("tie", c.a.text, c.b.text)
+            out.append(Verdict("A", 4, meta={"tie": True, "margin": 0.0}) if coin else Verdict("B", 3, meta={"tie": True, "margin": 0.0}))
+        return out
+
+
+from bon.protocol import seeded_coin  # noqa: E402
+
+
+def test_no_gate_and_no_cascade_play_todays_knockout(tmp_path):
+    """Gate and cascade options left off (or swap: both) ask and pick exactly what the plain knockout does."""
+    plain = Referee(GradedJudge(), JudgmentStore(tmp_path / "a.sqlite"))
+    before = run_selection(Knockout(), plain, _groups())
+    other = Referee(GradedJudge(), JudgmentStore(tmp_path / "b.sqlite"))
+    after = run_selection(Knockout(swap="both", ties="settle", max_flip=0.1, cascade=None), other, _groups())
+    assert [p.as_dict() for p in before] == [p.as_dict() for p in after]
+    assert plain.stats.calls_made == other.stats.calls_made == 6 * 14 and other.gate_reports() == []
+    assert Knockout().identity() == Knockout(swap="both", ties="gate", max_flip=0.02, audit=None, cascade=None).identity()
+
+
+def test_gate_and_cascade_options_are_checked():
+    for options, message in [({"swap": "gated", "gate": "sometimes"}, "gate must be a number in \\[0, 1\\] or 'auto'"),
+                             ({"swap": "gated", "ties": "coin"}, "ties must be one of gate, settle, ask"),
+                             ({"swap": "gated", "gate": "auto", "max_flip": 2}, "max_flip must lie in"),
+                             ({"audit": 0.1}, "audit needs swap: gated"),
+                             ({"cascade": "ocr", "cascade_gate": "x"}, "cascade_gate must be a number"),
+                             ({"cascade": "ocr", "swap": "gated"}, "cascade sends unsure matches")]:
+        with pytest.raises(BonError, match=f"knockout: {message}"):
+            Knockout(**options)
+    with pytest.raises(BonError, match="uncertainty: tolerance must lie in"):
+        Uncertainty(tolerance=3)
+    assert Knockout(swap="gated", gate="auto").swap.audit == 0.1 and Knockout(swap="gated", gate=0.6).swap.audit == 0.0
+
+
+def test_exact_ties_both_ways_are_coins_not_flips():
+    tie = lambda letter: Verdict(letter, 4 if letter == "A" else 3, meta={"tie": True})  # noqa: E731
+    both_ties = flips.flip_of(tie("A"), tie("A"))
+    assert both_ties.tie and both_ties.forward_tie and not both_ties.changed and both_ties.disagree  # the coins point apart
+    real = flips.flip_of(tie("A"), Verdict("A", 6))  # the reverse saw a difference: it may change the outcome
+    assert not real.tie and real.changed
+    found = flips.calibrate_gate([both_ties] * 300, 0.02)
+    assert found["settle_ties"] and found["settled"] == 300 and found["changed_upper95"] <= 0.02
+
+
+def _calibration(judge, store, prompts=40, n=8):
+    """Two-order judgments on held-out groups, stored as a preference set is (stage mmrb2)."""
+    groups, _ = simulated_groups(prompts, n, seed=99, prefix="cal")
+    run_selection(RoundRobin(), Referee(judge, store, stage="mmrb2"), groups)
+
+
+def test_calibrated_gate_halves_an_honest_judge_and_its_audit_holds(tmp_path):
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    judge = SimulatedJudge(noise=0.05, resolution=0.05)
+    _calibration(judge, store, prompts=8)
+    groups, best = simulated_groups(30, 8)
+    full = run_selection(Knockout(), Referee(judge, store), groups)
+    referee = Referee(judge, store)
+    gated = run_selection(Knockout(swap="gated", gate="auto"), referee, groups)
+    [report] = referee.gate_reports()
+    assert report["calibration"]["source"] == "preference set" and report["gate"] is not None
+    assert report["audit"]["audited"] > 0 and report["fell_back_after"] is None
+    assert sum(p.calls for p in gated) <= 0.70 * sum(p.calls for p in full)
+    assert sum(p.index == b for p, b in zip(gated, best)) >= sum(p.index == b for p, b in zip(full, best)) - 2
+
+
+def test_audit_catches_a_confident_position_biased_judge(tmp_path):
+    """Its "A much better" answers clear any gate, so a gate alone would keep them; the audit asks a
+    share of them in both orders, sees the outcomes change and falls back to both orders."""
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    judge = PositionBiasJudge(bias=0.6, confident=True)
+    referee = Referee(judge, store)
+    picks = run_selection(Knockout(swap="gated", gate=1.0, audit=0.3), referee, _text_groups(count=24))
+    [report] = referee.gate_reports()
+    assert report["fell_back_after"] is not None and "both orders after" in report["note"]
+    assert report["audit"]["lo95"] > 0.02 and report["audit"]["changed"] > 0
+    last_round = [m for p in picks for m in p.matches[-1:]]
+    assert all(m.calls == 2 for m in last_round)  # after the fallback: the full protocol
+    # calibrated on its own two-order judgments it is never gated at all
+    _calibration_text = Referee(judge, store, stage="mmrb2")
+    run_selection(RoundRobin(), _calibration_text, _text_groups(count=12))
+    auto = Referee(judge, store)
+    run_selection(Knockout(swap="gated", gate="auto"), auto, _text_groups(count=24))
+    assert auto.gate_reports()[0]["gate"] is None or auto.gate_reports()[0]["settled"] < auto.gate_reports()[0]["matches"]
+
+
+def test_an_always_tied_judge_gains_nothing_and_says_so(tmp_path):
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    _calibration(TieJudge(), store, prompts=12)
+    groups, best = simulated_groups(40, 8)
+    referee = Referee(TieJudge(), store)
+    gated = run_selection(Knockout(swap="gated", gate="auto"), referee, groups)
+    [report] = referee.gate_reports()
+    assert report["ties"] == "settle" and report["ties_settled"] == report["settled"] == report["matches"]
+    assert "the judge gains nothing" in report["note"]
+    adaptive = run_selection(Uncertainty(), Referee(TieJudge(), store), groups)
+    assert all(p.note == "every comparison an exact tie: no information" for p in adaptive)
+    for picks in (gated, adaptive):  # coins: no better than a random pick (1 in 8)
+        assert sum(p.index == b for p, b in zip(picks, best)) <= 12
+
+
+def test_uncertainty_strategy_finds_the_best_with_fewer_calls(tmp_path):
+    groups, best = simulated_groups(40, 8)
+    judge = SimulatedJudge(noise=0.05, bias=0.1)
+    referee = Referee(judge, JudgmentStore(tmp_path / "j.sqlite"))
+    picks = run_selection(Uncertainty(tolerance=0.1), referee, groups)
+    knockout = run_selection(Knockout(), Referee(judge, JudgmentStore(tmp_path / "k.sqlite")), groups)
+    assert sum(p.calls for p in picks) < sum(p.calls for p in knockout)
+    hits = lambda chosen: sum(p.index == b for p, b in zip(chosen, best))  # noqa: E731
+    assert hits(picks) >= hits(knockout) - 4 and hits(picks) >= 24  # the true best of 8, mostly (chance: 5 of 40)
+    assert referee.stats.calls_made + referee.stats.calls_cached == sum(p.calls for p in picks)
+    assert all(p.calls <= 14 and p.settled is not None for p in picks)
+
+
+def test_cascade_counts_both_judges(tmp_path):
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    main, cheap = SimulatedJudge(noise=0.02, name="main"), SimulatedJudge(noise=0.3, seed=1, name="cheap")
+    referee = Referee(main, store)
+    referee.judges["cheap"] = cheap
+    groups, best = simulated_groups(20, 8)
+    picks = run_selection(Knockout(cascade="cheap", cascade_gate=0.6), referee, groups)
+    matches = [m for p in picks for m in p.matches]
+    settled = [m for m in matches if m.rule == "cascade"]
+    assert settled and len(settled) < len(matches) and all(len(m.cascade) == 1 for m in matches)
+    assert all(m.calls == 1 for m in settled) and all(m.calls == 3 for m in matches if m.rule != "cascade")
+    cheap_state = referee.cascades[next(iter(referee.cascades))]
+    assert cheap_state.referee.stats.calls_made == len(matches)  # the cheap judge answered every match once
+    assert referee.stats.calls_made == len(matches) + 2 * (len(matches) - len(settled)) == sum(p.calls for p in picks)
+    assert referee.gate_reports()[0]["kind"] == "cascade"
+
+
+def test_uncertainty_measures_the_judges_noise_on_its_two_order_judgments(tmp_path):
+    """y_AB + y_BA holds the bias and two noises: half its variance is the judge's noise variance."""
+    from bon.selection.uncertainty import measured_noise
+
+    store = JudgmentStore(tmp_path / "j.sqlite")
+    judge = SimulatedJudge(noise=0.25, bias=0.1)
+    assert measured_noise(Referee(judge, store)) is None  # nothing stored yet: the default noise
+    _calibration(judge, store, prompts=10)
+    assert measured_noise(Referee(judge, store)) == pytest.approx(0.25, abs=0.04)
+    strategy = Uncertainty()
+    run_selection(strategy, Referee(judge, store), simulated_groups(2, 4)[0])
+    assert strategy.measured_noise == pytest.approx(0.25, abs=0.04)

@@ -43,6 +43,15 @@ def test_tradeoff_records_every_setting_from_the_store(demo_run, tmp_path):
         assert by[(judge, "round-robin early stop")]["calls_per_prompt"] <= N * (N - 1)
         assert by[(judge, "knockout seeded")]["calls_per_prompt"] == 2 * (N - 1) + (N - 1)
         assert all(r["loss_lo"] <= r["loss"] <= r["loss_hi"] for r in payload["records"] if r["judge"] == judge)
+    for judge in ("scene-full", "position-bias"):  # calibrated gates, a cascade and the uncertainty strategy, with their reports
+        auto = by[(judge, "knockout gated auto")]
+        assert auto["family"] == "calibrated" and auto["gate_report"]["audit"]["share"] == 0.1 and auto["note"]
+        assert auto["gating"] in ("safe", "unsafe", "unproven", "unknown", None)
+        assert by[(judge, "uncertainty")]["calls_per_prompt"] <= 2 * (N - 1) and by[(judge, "uncertainty")]["settled_share"] is not None
+        [cascade] = [r for (j, label), r in by.items() if j == judge and r["family"] == "cascade"]
+        assert cascade["cheap_calls_per_prompt"] == N - 1  # the cheap judge answers every match once
+        assert cascade["calls_per_prompt"] == cascade["cheap_calls_per_prompt"] + 2 * (N - 1) * (1 - cascade["gate_report"]["settled"]
+                                                                                                   / cascade["gate_report"]["matches"])
     assert set(payload["cheapest_within"]["judges"]) >= {"scene-full", "position-bias"}
     rows = leaderboard_rows(demo_run, 0.02)
     assert {r["judge"] for r in rows} == {"scene-full", "position-bias"}

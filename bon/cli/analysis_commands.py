@@ -172,16 +172,23 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
 @click.option("--gate", "gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G", help="Gates of the gated knockouts (repeatable; default 1.0, 0.6, 0.2).")
 @click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G",
               help="Gates on the judge's own margin, for judges that keep one (repeatable; default 0.25, 0.1, 0.05, 0.02).")
+@click.option("--cascade", "cascades", multiple=True, metavar="SPEC",
+              help="Cheap judge of the cascades (a spec or the study's judge label; repeatable; default: the study's "
+                   "cheapest judge by money, then judge seconds, per call; 'none': no cascade).")
+@plugin_options("strategy", "Option of the calibrated, cascade and uncertainty settings (e.g. max_flip=0.05, audit=0.2, tolerance=0.1), repeatable.")
 @click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
 @json_option("the records (strict JSON)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Folder for tradeoff.json and figures/ (default: the run folder).")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
-                     margin_gates: tuple[float, ...], max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
-    """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts,
-    seeded knockout, round-robin, round-robin with early stop. Stored judgments are reused."""
-    from analysis.tradeoff import DEFAULT_GATES, DEFAULT_MARGIN_GATES, cheapest_within, default_settings, tradeoff, write_tradeoff
+                     margin_gates: tuple[float, ...], cascades: tuple[str, ...], strategy_options: tuple[str, ...],
+                     max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+    """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts (fixed
+    and calibrated with an audit), cascades, seeded knockout, the uncertainty-driven strategy, round-robin, round-robin
+    with early stop. Stored judgments are reused."""
+    from analysis.tradeoff import (DEFAULT_GATES, DEFAULT_MARGIN_GATES, cascade_judges, cheapest_within, default_settings,
+                                   tradeoff, write_tradeoff)
     from bon.study import load_study
 
     study = load_study(run_dir)
@@ -189,7 +196,9 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
     extra = parse_options(judge_options)
     specs = list(judge_specs) or [j.label for j in study.cfg.judges]
     judges = [study.judge(spec, extra or None) for spec in specs]
-    records = tradeoff(study, judges, default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES), bootstrap=bootstrap)
+    settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES, cascade_judges(study, cascades),
+                                parse_options(strategy_options, "--strategy-option"))
+    records = tradeoff(study, judges, settings, bootstrap=bootstrap)
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
     out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24} {'gating':>9}")
     for r in records:
@@ -202,6 +211,9 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f} per prompt"
             out.print(f"cheapest within {max_loss:g} of the full protocol (95% upper bound): {judge}: {best['setting']} "
                       f"({best['calls_per_prompt']:.2f} calls per prompt{money})")
+    for r in records:
+        if r.get("note"):
+            out.print(f"{r['judge']}: {r['setting']}: {r['note']}", highlight=False)
     out.print(f"records: {paths['json']}  figure: {paths['figure']}")
 
 

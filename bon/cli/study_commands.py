@@ -280,8 +280,11 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
         out.print(f"{r.task:<12}{r.generator:<11}{_fmt(r.bon_score):>10}{_fmt(r.random_score):>8}{_fmt(r.oracle_score):>8}{r.judge_calls:>8}")
     out.print(f"{judge.name} / {strategy_name}: calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing}, "
               f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
+    for gate in referee.gate_reports():  # a calibrated gate's audit, a cascade's share, a fallback
+        out.print(f"{gate['kind']} (calibrated on {gate['calibration'].get('source', 'fixed')}): {gate['note']}", highlight=False)
     write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
+                             "gates": referee.gate_reports(),
                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
 
 

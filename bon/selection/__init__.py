@@ -11,6 +11,7 @@ PLUGINS = {
     "knockout": "bon.selection.knockout:Knockout",
     "round-robin": "bon.selection.round_robin:RoundRobin",
     "pointwise": "bon.selection.pointwise:Pointwise",
+    "uncertainty": "bon.selection.uncertainty:Uncertainty",
 }
 
 __all__ = ["PLUGINS", "Pick", "Strategy", "run_selection"]

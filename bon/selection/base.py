@@ -22,6 +22,8 @@ class Pick:
     scores: list[float | None] | None = None  # pointwise strategies: one score per candidate
     seed_calls: int = 0  # judge decisions spent seeding the bracket
     skipped_matches: int = 0  # matches an early stop did not ask
+    settled: bool | None = None  # adaptive strategies: the leader settled within tolerance before the call cap
+    note: str | None = None
 
     @property
     def calls(self) -> int:
@@ -44,6 +46,7 @@ class Pick:
             "matches": [[m.x, m.y, m.winner, m.rule] for m in self.matches],
             **({"seed_calls": self.seed_calls} if self.seed_calls else {}),
             **({"skipped_matches": self.skipped_matches} if self.skipped_matches else {}),
+            **({"settled": self.settled} if self.settled is not None else {}), **({"note": self.note} if self.note else {}),
         }
 
 
@@ -74,7 +77,7 @@ def run_selection(strategy: Strategy, referee: Referee, groups: Sequence[Group],
             for _, pick, (prompt, cands), pending in live
             for x, y in pending
         ]
-        results = referee.play(matches, swap=strategy.swap)
+        results = referee.play(matches, swap=strategy.swap, cascade=strategy.cascade)
         waiting, live, pos = live, [], 0
         for bracket, pick, group, pending in waiting:
             mine = results[pos : pos + len(pending)]
@@ -106,5 +109,6 @@ def _advance(bracket: Bracket, results, pick: Pick, group: Group, live: list) ->
     except StopIteration as stop:
         if isinstance(stop.value, Finish):
             pick.index, pick.skipped_matches = stop.value.winner, stop.value.skipped_matches
+            pick.settled, pick.note = stop.value.settled, stop.value.note
         else:
             pick.index = stop.value

@@ -5,7 +5,9 @@ self`` or ``seed: JUDGE-SPEC``, see :mod:`bon.selection.seeding`) that puts the 
 in opposite halves. When a round has an odd number of players, the last one gets a bye (seeded
 brackets give their byes to the top seeds). ``swap: gated`` with ``gate: T`` asks a match's
 reverse order only when the forward verdict is not confident (see :mod:`bon.swap`): as few as N-1
-calls.
+calls; ``gate: auto`` calibrates the gate per judge and audits it (``max_flip``, ``audit``, ``ties``).
+``cascade: JUDGE-SPEC`` asks a cheap judge each match first (one order) and sends only the matches it
+is not sure about (``cascade_gate``, calibrated by default) to this judge in both orders.
 """
 
 from __future__ import annotations
@@ -17,24 +19,30 @@ from typing import Any
 from bon.errors import BonError
 from bon.selection.base import Bracket, Strategy
 from bon.selection.seeding import seed_scores, seed_slots
-from bon.swap import swap_policy
+from bon.swap import cascade_policy, swap_policy
 
 
 class Knockout(Strategy):
     name = "knockout"
+    added_later = ("ties", "max_flip", "audit", "cascade", "cascade_gate", "cascade_confidence")  # at their defaults, identities (and labels) stay as before
 
-    def __init__(self, seeding: str = "index", swap: str = "both", gate: float = 1.0, confidence: str = "auto",
-                 seed: str | None = None) -> None:
+    def __init__(self, seeding: str = "index", swap: str = "both", gate: float | str = 1.0, confidence: str = "auto",
+                 seed: str | None = None, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None,
+                 cascade: str | None = None, cascade_gate: float | str = "auto", cascade_confidence: str = "auto") -> None:
         if seeding not in ("index", "shuffle"):
             raise BonError(f"knockout: seeding must be 'index' or 'shuffle', got {seeding!r}")
         if seed is not None and (not isinstance(seed, str) or not seed):
             raise BonError(f"knockout: seed must be 'self' or a pointwise judge spec, got {seed!r}")
         self.seeding = seeding
         self.seed = seed
-        self.swap = swap_policy(swap, gate, confidence, where="knockout")
+        self.swap = swap_policy(swap, gate, confidence, "knockout", ties, max_flip, audit)
+        self.cascade = cascade_policy(cascade, cascade_gate, cascade_confidence, max_flip, where="knockout")
+        if self.cascade and self.swap.gated:
+            raise BonError("knockout: cascade sends unsure matches to the main judge in both orders; drop swap: gated")
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "seeding": self.seeding, **({"seed": self.seed} if self.seed else {}), **self.swap.identity()}
+        return {"name": self.name, "seeding": self.seeding, **({"seed": self.seed} if self.seed else {}), **self.swap.identity(),
+                **(self.cascade.identity() if self.cascade else {})}
 
     def seed_scores(self, referee, groups):
         return seed_scores(self.seed, referee, groups) if self.seed else None

@@ -30,9 +30,10 @@ AGGREGATES = ("copeland", "borda", "bradley-terry")
 
 class RoundRobin(Strategy):
     name = "round-robin"
+    added_later = ("ties", "max_flip", "audit")  # at their defaults, identities (and labels) stay as before
 
-    def __init__(self, aggregate: str = "copeland", swap: str = "both", gate: float = 1.0, confidence: str = "auto",
-                 early_stop: bool = False) -> None:
+    def __init__(self, aggregate: str = "copeland", swap: str = "both", gate: float | str = 1.0, confidence: str = "auto",
+                 early_stop: bool = False, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None) -> None:
         if aggregate not in AGGREGATES:
             raise BonError(f"round-robin: aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
         if not isinstance(early_stop, bool):
@@ -41,7 +42,7 @@ class RoundRobin(Strategy):
             raise BonError(f"round-robin: early_stop needs aggregate copeland (a {aggregate} total can change until the last match)")
         self.aggregate = aggregate
         self.early_stop = early_stop
-        self.swap = swap_policy(swap, gate, confidence, where="round-robin")
+        self.swap = swap_policy(swap, gate, confidence, "round-robin", ties, max_flip, audit)
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "aggregate": self.aggregate, **({"early_stop": True} if self.early_stop else {}),
