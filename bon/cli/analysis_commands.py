@@ -1,4 +1,4 @@
-"""Analysis commands on finished studies: report, compare, power, leaderboard, tradeoff, figure.
+"""Analysis commands on finished studies: report, view, compare, power, leaderboard, tradeoff, figure.
 
 Each computes everything first and writes only when it has a result worth keeping: a failure or a
 degenerate analysis exits with one line and leaves the folder as it was.
@@ -87,6 +87,24 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     warnings = int(bundle.correlations["flag"].sum())
     out.print(f"report: {written['html']}  ({warnings} coefficients flagged as too uncertain)")
     write_numbers(json_out, bundle.payload())
+
+
+@app.command()
+@RUN
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Output folder of view.html (default: the run folder); images are linked by relative path.")
+def view(run_dir: Path, out_dir: Optional[Path]) -> None:
+    """Every MMRB2 pair and Best-of-N match side by side with both orders' verdicts, filterable (view.html)."""
+    from analysis.viewer import write_viewer
+
+    try:
+        path, data = write_viewer(run_dir, out_dir)
+    except OSError as exc:
+        raise BonError(f"{exc.filename or out_dir or run_dir}: cannot write view.html ({exc.strerror})") from None
+    kinds = {k: sum(i["kind"] == k for i in data["items"]) for k in ("pair", "match")}
+    disagree = sum(i["disagree"] for i in data["items"])
+    out.print(f"view: {path}  ({kinds['pair']} pair verdicts, {kinds['match']} match verdicts, {len(data['judges'])} "
+              f"judges; the orders disagree on {disagree})")
 
 
 def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tuple[str, ...]):
