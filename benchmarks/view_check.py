@@ -49,7 +49,7 @@ def check_page(chromium: str, page: Path, fragment: str = "", timeout: float = 1
     return {"fragment": fragment, "returncode": proc.returncode, "console": console, "cards": len(cards),
             "disagree_cards": sum(1 for c in cards if c[0]), "count": count.group(1) if count else "",
             "forward_row": '<tr class="order forward">' in first, "reverse_row": '<tr class="order reverse">' in first,
-            "first_kind": cards[0][1] if cards else None}
+            "first_kind": cards[0][1] if cards else None, "dom": dom}
 
 
 def main() -> int:
