@@ -411,6 +411,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
 
     # samples
     parts.append('<h2 id="samples">Sample prompts: candidates, picks and verifier scores</h2>')
+    parts.append(f'<p class="muted small">Every preference pair and Best-of-N match, with both orders\' verdicts, '
+                 f"scores and reasons: <code>bon view --run {esc(run_dir)}</code> writes <code>view.html</code>.</p>")
     try:
         parts.append(samples_html(run_dir, b.prompts, sample_prompts))
     except (BonError, OSError, ValueError, KeyError) as exc:

@@ -323,7 +323,8 @@ def _files(b: ReportBundle, out: RunFolder) -> str:
     names = [getattr(out, name).name for name in b.tables()] + [out.report_json.name]
     return (f"## Files\n\nFull report with figures, per-judge intervals, the reranker leaderboard and sample prompts: "
             f"`{out.report_html.name}`; every number: " + ", ".join(f"`{n}`" for n in names) + f"; figures (PNG and "
-            f"SVG) under `{out.figures.name}/`.\n")
+            f"SVG) under `{out.figures.name}/`; every preference pair and Best-of-N match with both orders' verdicts: "
+            f"`bon view --run` on this study writes `{out.viewer.name}`.\n")
 
 
 SECTIONS: list[Callable[[ReportBundle, RunFolder], str]] = [

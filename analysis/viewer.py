@@ -251,8 +251,8 @@ def script_json(data: Any) -> str:
 
 def write_viewer(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Write ``view.html`` into ``out_dir`` (default: the run folder); returns its path and the data shown."""
+    data = view_data(Path(run_dir), Path(out_dir or run_dir))  # read everything before a folder is made
     out = RunFolder(Path(out_dir or run_dir))
-    data = view_data(Path(run_dir), out.root)
     page = PAGE.replace("/*DATA*/", script_json(packed(data)))
     write_text(out.viewer, page)
     return out.viewer, data

@@ -96,3 +96,10 @@ def test_the_page_opens_in_headless_chromium(viewed: Path) -> None:
     assert r["cards"] == 2 and r["disagree_cards"] == 2 and r["first_kind"] == "match"
     assert r["forward_row"] and r["reverse_row"] and r["count"] == "showing 2 of 2 (14 in all)"
     assert '<img src="x"' not in r["dom"] and "&lt;/script&gt;&lt;img src=x onerror" in r["dom"]  # shown as text
+
+
+def test_a_missing_run_folder_is_one_line_and_creates_nothing(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "missing"
+    assert main(["view", "--run", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"bon: error: {missing}: no such run folder" and not missing.exists()
