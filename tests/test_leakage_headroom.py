@@ -12,9 +12,11 @@ import yaml
 from analysis.bundle import compute
 from analysis.leakage import Downstream, LeakagePolicy, outside_overlap, parse_policy
 from analysis.predictors import benchmark_task_pairs
+from analysis.report import render_markdown
 from analysis_run import make_run
 from bon.cli import main
 from bon.errors import BonError
+from bon.runfolder import RunFolder
 
 FAST = ["--bootstrap", "100", "--no-power"]
 
@@ -30,22 +32,23 @@ def test_a_generator_without_headroom_gets_the_warning(tmp_path: Path) -> None:
         if rec["generator"] == "g2":
             rec["score"] = 0.25 + 0.05 * int(rec["prompt_id"][-1])
     (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    assert main(["report", "--run", str(run), *FAST]) == 0
-    head = {r["generator"]: r for r in json.loads((run / "report.json").read_text())["headroom"]}
+    b = compute(run, bootstrap=100, power=False)
+    head = {r["generator"]: r for r in b.headroom.to_dict(orient="records")}
     assert head["g2"]["alike"] == 1.0 and head["g2"]["worst"] == head["g2"]["random"] == head["g2"]["oracle"]
     assert head["g2"]["warning"].startswith("headroom too small for a correlation: no headroom on 100% of prompts")
     assert head["g1"]["warning"] == "" and head["g1"]["oracle"] > head["g1"]["random"] > head["g1"]["worst"]
-    report = (run / "report.md").read_text()
+    report = render_markdown(b, RunFolder(run))
     assert "| ⚠ Text-to-image | g2 |" in _section(report, "Headroom") and "| Text-to-image | g1 |" in _section(report, "Headroom")
     assert "Text-to-image / g2: headroom too small for a correlation" in _section(report, "Interpretation")
-    corr = {r["generator"]: r for r in json.loads((run / "report.json").read_text())["correlations"] if r["scope"] == "setting"}
+    corr = {r["generator"]: r for r in b.settings.to_dict(orient="records")}
     assert "headroom too small" in corr["g2"]["warning"] and "headroom" not in corr["g1"]["warning"]
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose best judge shares the verifier's grader, and two of whose t2i pairs ask a Best-of-N prompt."""
-    run = make_run(tmp_path_factory.mktemp("graded") / "run", prompts=6, n=4, images=False)
+    run = make_run(tmp_path_factory.mktemp("graded") / "run", prompts=6, n=4, tasks=("t2i", "edit"), generators=("g1",),
+                   images=False)
     stats = json.loads((run / "stats.json").read_text())
     (run / "stats.json").write_text(json.dumps({**stats, "shared_grader": {"judge-5": "gpt-4.1"}}))
     bench = run / "mmrb2" / "t2i.json"
