@@ -22,13 +22,15 @@ from analysis.headroom import headroom_table
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
 from analysis.predictors import bundle_records
-from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, accuracy_axis, correlation_intervals,
-                                 run_judge_axis, settings_from_prompts)
+from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, Setting, accuracy_axis,
+                                 correlation_intervals, run_judge_axis, settings_from_prompts)
 from analysis.tradeoff import cheapest_rows, load_tradeoff
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
 MIN_CORRELATION_JUDGES = 3
+HEADLINE_PERMUTATIONS = 10000  # judge-label orderings behind the correlation table's p-values
+OTHER_PERMUTATIONS = 1000  # ... and behind those of the other grader-judge choice, shown beside it
 DEFAULT_MAX_LOSS = 0.01  # one point of a 0-1 Best-of-N score: the leaderboard's "cheapest within" loss
 
 
@@ -267,13 +269,17 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     graders = leakage.grader_judges(stats, judges)
     excluded = list(graders) if policy.excludes_graders else []
 
-    def correlate(leave_out: list[str]) -> pd.DataFrame:
-        table = correlation_intervals(settings_from_prompts(prompts[~prompts["judge"].isin(leave_out)]), axis,
-                                      bootstrap=bootstrap, seed=seed, level=level)
+    settings = settings_from_prompts(prompts)
+
+    def correlate(leave_out: list[str], permutations: int) -> pd.DataFrame:
+        table = correlation_intervals(without_judges(settings, leave_out), axis, bootstrap=bootstrap, seed=seed,
+                                      level=level, permutations=permutations)
         return with_headroom_warnings(table, headroom)
 
-    correlations = correlate(excluded)
-    other = correlate([] if excluded else list(graders)) if graders else None
+    correlations = correlate(excluded, HEADLINE_PERMUTATIONS)
+    # the other choice, shown beside: the same bootstrap replicates, fewer orderings for its p-values (their
+    # count is in its "permutations" column), so a study's analysis does not take twice as long
+    other = correlate([] if excluded else list(graders), OTHER_PERMUTATIONS) if graders else None
     power_result = None
     if power:
         try:
@@ -305,6 +311,19 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         study=study, versions=config.get("versions") or {}, stats=stats,
         predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
         tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other)
+
+
+def without_judges(settings: list[Setting], judges: Iterable[str]) -> list[Setting]:
+    """The settings with these judges' rows left out (a setting left without judges is dropped)."""
+    drop = set(judges)
+    out = []
+    for s in settings:
+        keep = [k for k, j in enumerate(s.judges) if j not in drop]
+        if keep:
+            out.append(Setting(s.task, s.generator, s.strategy, [s.judges[k] for k in keep],
+                               scores=None if s.scores is None else s.scores[keep],
+                               bon=None if s.bon is None else s.bon[keep], se=None if s.se is None else s.se[keep]))
+    return out
 
 
 def with_headroom_warnings(correlations: pd.DataFrame, headroom: pd.DataFrame) -> pd.DataFrame:
