@@ -10,23 +10,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import (bon_metrics, load_prompt_level, read_config, read_json, results_view, run_n,
-                                  with_accuracies)
+from analysis import leakage
+from analysis.bon_metrics import (bon_metrics, load_picks, load_scores, prompt_level, read_config, read_json,
+                                  results_view, run_n, with_accuracies)
+from analysis.headroom import headroom_table
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
 from analysis.predictors import bundle_records
-from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, accuracy_axis, correlation_intervals,
-                                 run_judge_axis, settings_from_prompts)
+from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, Setting, accuracy_axis,
+                                 correlation_intervals, run_judge_axis, settings_from_prompts)
 from analysis.tradeoff import cheapest_rows, load_tradeoff
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
 MIN_CORRELATION_JUDGES = 3
+HEADLINE_PERMUTATIONS = 10000  # judge-label orderings behind the correlation table's p-values
+OTHER_PERMUTATIONS = 1000  # ... and behind those of the other grader-judge choice, shown beside it
 DEFAULT_MAX_LOSS = 0.01  # one point of a 0-1 Best-of-N score: the leaderboard's "cheapest within" loss
 
 
@@ -54,6 +58,14 @@ class ReportBundle:
     predictors: dict[str, Any] | None = None  # analysis.predictors.bundle_records: which MMRB2 number predicts BoN
     tradeoff: dict[str, Any] | None = None  # tradeoff.json of `bon tradeoff`: calls per prompt against BoN score
     max_loss: float = DEFAULT_MAX_LOSS
+    headroom: pd.DataFrame | None = None  # analysis.headroom: random, worst, oracle and alike share per setting
+    leakage: dict[str, Any] = field(default_factory=dict)  # analysis.leakage: policy, grader judges, pairs dropped
+    correlations_other: pd.DataFrame | None = None  # the correlation under the other grader-judge choice
+
+    @property
+    def excluded_judges(self) -> list[str]:
+        """Judges left out of the correlation (they share the verifier's grader)."""
+        return list(self.leakage.get("excluded_judges") or [])
 
     def cheapest(self) -> list[dict[str, Any]]:
         """Per judge, the cheapest way to run it within ``max_loss`` of the full protocol ([] without trade-off data)."""
@@ -83,13 +95,47 @@ class ReportBundle:
                   ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
                   ("Downstream verifier", _labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
                   ("Preference pairs per task (judge accuracy set)", inline(st.get("preference_pairs"))),
-                  ("Judge accuracy from", self.accuracy_label)]
+                  ("Judge accuracy from", self.accuracy_label), *self.leakage_lines()]
         return [(k, str(v)) for k, v in fields if v not in (None, "", {})]
+
+    def leakage_lines(self) -> list[tuple[str, str]]:
+        """What the leakage guards left out (or kept), as "What was run" lines."""
+        lk = self.leakage
+        if not lk:
+            return []
+        graders = lk.get("grader_judges") or {}
+        names = ", ".join(f"{j} (grader {f})" for j, f in graders.items())
+        other = pooled_text(self.correlations_other)
+        if not graders:
+            judges = "none (no judge shares the verifier's grader)"
+        elif self.excluded_judges:
+            judges = (f"{names}: they share the verifier's grader, so they are left out of the correlation"
+                      + (f"; with them {other}" if other else "") + " (keep them: `leakage: {grader_judges: keep}` "
+                      "or `bon report --grader-judges keep`)")
+        else:
+            judges = (f"none; kept by choice (grader_judges: keep): {names}" + (f"; without them {other}" if other else ""))
+        out = [("Judges excluded from the correlation (leakage)", judges)]
+        if "pairs" not in lk:
+            out.append(("Preference pairs overlapping the downstream benchmark (accuracy)",
+                        f"not checked: the accuracies ({self.accuracy_label}) carry no pairs"))
+        for key, label in (("pairs", "accuracy"), ("predictor_pairs", "predictor table")):
+            dropped = lk.get(key)
+            if dropped is None:
+                continue
+            total = sum(d["dropped"] for d in dropped.values())
+            text = (f"{total} dropped: {leakage.pairs_text(dropped)}" if lk["policy"]["overlapping_pairs"] == "drop"
+                    else "none; kept by choice (overlapping_pairs: keep)")
+            rule = lk.get(f"{key}_rule")
+            out.append((f"Preference pairs overlapping the downstream benchmark ({label})",
+                        text + (f"; rule: {rule}" if rule else "")))
+        return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, keyed by the :class:`~bon.runfolder.RunFolder` property naming its CSV file."""
         out = {"results": self.results, "metrics": self.metrics, "correlations": self.correlations,
                "accuracies": self.accuracies, "leaderboard": self.leaderboards}
+        if self.headroom is not None:
+            out["headroom"] = self.headroom
         if self.power:
             out["power"] = self.power["grid"]
         return out
@@ -114,7 +160,8 @@ class ReportBundle:
             "correlations": self.correlations, "metrics": self.metrics, "accuracies": self.accuracies,
             "leaderboards": self.leaderboards,
             "power": None if not power else {k: power[k] for k in ("model", "width", "recommendation", "grid")},
-            "study": self.study, "predictors": self.predictors,
+            "study": self.study, "predictors": self.predictors, "headroom": self.headroom, "leakage": self.leakage,
+            "correlations_other": self.correlations_other,
             "tradeoff": None if not self.tradeoff else {**self.tradeoff, "cheapest_within": {
                 "max_loss": self.max_loss, "judges": self.cheapest()}},
         })
@@ -157,38 +204,82 @@ def load_curves(run_dir: Path) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
+def pooled_text(table: pd.DataFrame | None) -> str:
+    """``pooled r = +0.85 (95% CI +0.70 to +0.93) over 9 judges`` of a correlation table ("" without one)."""
+    if table is None or table.empty:
+        return ""
+    rows = table[table["scope"] == "all"]
+    row = (rows if len(rows) else table).iloc[0]
+    if not np.isfinite(row["pearson_r"]):
+        return ""
+    where = "pooled " if len(rows) else ""
+    ci = (f" (95% CI {row['pearson_lo']:+.2f} to {row['pearson_hi']:+.2f})"
+          if np.isfinite(row["pearson_lo"]) and np.isfinite(row["pearson_hi"]) else "")
+    return f"{where}r = {row['pearson_r']:+.2f}{ci} over {row['n_judges']} judges"
+
+
 def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeAxis | None,
-               exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None) -> JudgeAxis:
+               exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
+               overlap: leakage.Overlap | None = None) -> JudgeAxis:
     """The x axis: the run's own preference set (empty when it has none), published, a file, or a ready axis."""
     if isinstance(accuracies, JudgeAxis):
         return accuracies
     if accuracies in (None, "run"):
         try:
-            return run_judge_axis(run_dir, judges, exclude_sources)
+            return run_judge_axis(run_dir, judges, exclude_sources, overlap)
         except BonError:
             return JudgeAxis("no preference set in this run", pd.DataFrame(columns=AXIS_COLUMNS))
     return accuracy_axis(accuracies, run_dir, judges)
 
 
+PredictorPairs = Callable[..., Mapping[str, PairOutcomes]]  # benchmark_task_pairs with its files bound
+
+
 def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
             accuracies: str | Path | JudgeAxis | None = "run",
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
-            power: bool = True, power_width: float = 0.5, predictor_pairs: Mapping[str, PairOutcomes] | None = None,
-            predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS) -> ReportBundle:
+            power: bool = True, power_width: float = 0.5,
+            predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
+            predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
+            grader_judges: str | None = None, overlapping_pairs: str | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
-    ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`) replaces the run's own preference
-    set in the predictor table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost."""
+    ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`, or it with its files bound, so
+    the leakage guard can drop overlapping pairs) replaces the run's own preference set in the predictor
+    table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost; ``grader_judges``
+    (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
+    (:mod:`analysis.leakage`)."""
     run_dir = Path(run_dir)
-    prompts = load_prompt_level(run_dir)
+    config = read_config(run_dir)
+    study = config.get("study") or {}
+    policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
+    scores = load_scores(run_dir)
+    prompts = prompt_level(load_picks(run_dir), scores, run_n(run_dir))
     if prompts.empty:
         raise BonError(f"{RunFolder(run_dir, existing=True).picks}: no picks")
-    axis = judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])), accuracies, exclude_sources)
+    judges = list(dict.fromkeys(prompts["judge"]))
+    down = leakage.downstream(run_dir, set(prompts["prompt_id"]))
+    own_rule = leakage.own_set_overlap(RunFolder(run_dir, existing=True).mmrb2, down, policy)
+    axis = judge_axis(run_dir, judges, accuracies, exclude_sources, own_rule)
     stats = load_stats(run_dir)
     acc = axis.with_intervals(bootstrap, seed, level)
     metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir)), acc)
-    correlations = correlation_intervals(settings_from_prompts(prompts), axis, bootstrap=bootstrap, seed=seed, level=level)
+    headroom = headroom_table(prompts, scores, run_n(run_dir))
+    graders = leakage.grader_judges(stats, judges)
+    excluded = list(graders) if policy.excludes_graders else []
+
+    settings = settings_from_prompts(prompts)
+
+    def correlate(leave_out: list[str], permutations: int) -> pd.DataFrame:
+        table = correlation_intervals(without_judges(settings, leave_out), axis, bootstrap=bootstrap, seed=seed,
+                                      level=level, permutations=permutations)
+        return with_headroom_warnings(table, headroom)
+
+    correlations = correlate(excluded, HEADLINE_PERMUTATIONS)
+    # the other choice, shown beside: the same bootstrap replicates, fewer orderings for its p-values (their
+    # count is in its "permutations" column), so a study's analysis does not take twice as long
+    other = correlate([] if excluded else list(graders), OTHER_PERMUTATIONS) if graders else None
     power_result = None
     if power:
         try:
@@ -197,8 +288,21 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
                                           prompts=prompts, axis=axis)
         except BonError:
             power_result = None
-    config = read_config(run_dir)
-    study = config.get("study") or {}
+    predictor_dropped: dict[str, Any] | None = None
+    if callable(predictor_pairs):
+        predictor_dropped = {}
+        predictor_pairs = predictor_pairs(overlap=leakage.outside_overlap(down, policy), dropped=predictor_dropped)
+    lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
+          "downstream_sources": sorted(down.sources.values())}
+    if axis.dropped:
+        lk.update(pairs=axis.dropped, pairs_rule="a pair whose prompt is one of the Best-of-N prompts (the set is "
+                  "drawn from held-out prompts of the same suite, so sharing its source is by design)"
+                  + (f" or whose source is one of {', '.join(policy.sources)}" if policy.sources else ""))
+    if predictor_dropped is not None:
+        named = sorted({*down.sources.values(), *policy.sources})
+        lk.update(predictor_pairs=predictor_dropped,
+                  predictor_pairs_rule=f"a pair whose prompt_source is {' or '.join(named)}" if named else
+                  "none applies (the Best-of-N prompts record no source)")
     return ReportBundle(
         run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=correlations,
@@ -206,4 +310,31 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats,
         predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
-        tradeoff=load_tradeoff(run_dir), max_loss=max_loss)
+        tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other)
+
+
+def without_judges(settings: list[Setting], judges: Iterable[str]) -> list[Setting]:
+    """The settings with these judges' rows left out (a setting left without judges is dropped)."""
+    drop = set(judges)
+    out = []
+    for s in settings:
+        keep = [k for k, j in enumerate(s.judges) if j not in drop]
+        if keep:
+            out.append(Setting(s.task, s.generator, s.strategy, [s.judges[k] for k in keep],
+                               scores=None if s.scores is None else s.scores[keep],
+                               bon=None if s.bon is None else s.bon[keep], se=None if s.se is None else s.se[keep]))
+    return out
+
+
+def with_headroom_warnings(correlations: pd.DataFrame, headroom: pd.DataFrame) -> pd.DataFrame:
+    """The correlation table with each setting's headroom warning appended (and the row flagged)."""
+    notes = {(r.task, r.generator): r.warning for r in headroom.itertuples() if r.warning}
+    if not notes or correlations.empty:
+        return correlations
+    out = correlations.copy()
+    for i, row in out.iterrows():
+        note = notes.get((row["task"], row["generator"]))
+        if note and row["scope"] == "setting":
+            out.at[i, "warning"] = "; ".join(w for w in (row["warning"], note) if w)
+            out.at[i, "flag"] = True
+    return out

@@ -354,6 +354,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
                  "cannot create a correlation. Click any header to sort.</p>")
     cols = correlation_columns() + [text("warning", lambda r: r.get("warning", ""), "warn")]
     parts.append(html_table(records(corr), cols, "corr", flag=lambda r: r.get("warning", "")))
+    parts.append(leakage_html(b))
+    parts.append(headroom_html(b.headroom))
 
     # per judge
     parts.append('<h2 id="judges">Best-of-N per judge</h2>')
@@ -409,6 +411,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
 
     # samples
     parts.append('<h2 id="samples">Sample prompts: candidates, picks and verifier scores</h2>')
+    parts.append(f'<p class="muted small">Every preference pair and Best-of-N match, with both orders\' verdicts, '
+                 f"scores and reasons: <code>bon view --run {esc(run_dir)}</code> writes <code>view.html</code>.</p>")
     try:
         parts.append(samples_html(run_dir, b.prompts, sample_prompts))
     except (BonError, OSError, ValueError, KeyError) as exc:
@@ -420,6 +424,29 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     summary = " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in b.what_was_run())
     parts.append(f'<p class="muted small">Study: {summary}<br>Versions: {esc(inline(b.versions))}</p>')
     return _page(title, "\n".join(p for p in parts if p))
+
+
+def leakage_html(b: ReportBundle) -> str:
+    """What the leakage guards left out (the lines of "What was run"), with the other choice's r."""
+    lines = b.leakage_lines()
+    if not lines:
+        return ""
+    items = "".join(f"<li><b>{esc(k)}:</b> {esc(v)}</li>" for k, v in lines)
+    return f'<h3 id="leakage">Leakage guards</h3><ul class="small">{items}</ul>'
+
+
+def headroom_html(headroom: pd.DataFrame | None) -> str:
+    """Random, worst-of-N and oracle per setting, and the share of prompts whose N candidates score alike."""
+    if headroom is None or headroom.empty:
+        return ""
+    cols = [TASK, text("generator", "generator"), col("prompts", "prompts"), col("N", "n"), col("worst", "worst", ".3f"),
+            col("random", "random", ".3f"), col("oracle", "oracle", ".3f"), col("oracle − random", "headroom", ".3f"),
+            col("± SE (random)", "noise", ".3f"), col("all N alike", "alike", ".0%"),
+            text("warning", lambda r: r.get("warning", ""), "warn")]
+    return ('<h3 id="headroom">Headroom: how much a judge can gain</h3><p class="muted small">Worst: the worst candidate; '
+            "random: a random pick; oracle: the best candidate (means over prompts). <i>All N alike</i>: prompts whose "
+            "candidates all score the same cannot separate judges. ⚠: headroom too small for a correlation.</p>"
+            + html_table(records(headroom), cols, "headroom", flag=lambda r: r.get("warning", "")))
 
 
 PREDICTOR_COLUMNS = [TASK, text("generator", "generator"), col("judges", "n_judges"), col("r", "r", "+.2f"),

@@ -44,6 +44,7 @@ from bon import mmrb2
 from bon.tasks import TASKS, bon_task, scorer_task
 from analysis.bon_metrics import (iter_settings, multinomial_weights, setting_matrix, task_order,
                                   weighted_means)
+from analysis.leakage import Overlap, drop_overlapping
 from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearson, spearman
 from bon.errors import BonError
 from bon.runfolder import RunFolder
@@ -75,15 +76,23 @@ def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, PairOutcom
     return out
 
 
-def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]]) -> dict[str, PairOutcomes]:
+def benchmark_task_pairs(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]],
+                         overlap: Overlap | None = None, dropped: dict[str, Any] | None = None) -> dict[str, PairOutcomes]:
     """The real MMRB2 files in ``bench_dir`` with judgment files ``{judge: {task: file}}`` (either task
-    vocabulary), per Best-of-N task: what ``bon report --accuracies`` needs for the predictor table."""
+    vocabulary), per Best-of-N task: what ``bon report --accuracies`` needs for the predictor table.
+    ``overlap`` (:mod:`analysis.leakage`) drops pairs drawn from the downstream benchmark; what it
+    dropped per task goes into ``dropped``."""
     by_task: dict[str, dict[str, Any]] = {}
     for judge, files in predictions.items():
         for task, path in files.items():
             by_task.setdefault(scorer_task(task), {})[judge] = mmrb2.load_judgments(Path(path))
-    return {bon_task(t): pair_outcomes(bon_task(t), mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), j)
-            for t, j in by_task.items()}
+    out = {}
+    for t, judgments in by_task.items():
+        pairs, leaks = drop_overlapping(mmrb2.load_pairs(mmrb2.find_task_file(bench_dir, t)), bon_task(t), overlap)
+        if dropped is not None:
+            dropped[bon_task(t)] = leaks
+        out[bon_task(t)] = pair_outcomes(bon_task(t), pairs, judgments)
+    return out
 
 
 def judge_records(tasks: Mapping[str, PairOutcomes]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bundle import ReportBundle, inline
+from analysis.bundle import ReportBundle, pooled_text, inline
 from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
@@ -52,8 +52,11 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
     """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
     out: dict[str, list[Path]] = {}
-    png = correlation_figure(b.metrics, folder.figure, intervals=b.correlations, formats=("png", "svg"),
-                             note=FIGURE_NOTE.format(b=b.bootstrap, s=b.seed), title=figure_title(b.study))
+    left_out = b.excluded_judges
+    note = FIGURE_NOTE.format(b=b.bootstrap, s=b.seed) + (
+        f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
+    png = correlation_figure(b.metrics[~b.metrics["judge"].isin(left_out)], folder.figure, intervals=b.correlations,
+                             formats=("png", "svg"), note=note, title=figure_title(b.study))
     out["correlation"] = [png, png.with_suffix(".svg")]
     if not b.leaderboards.empty:
         out["reranker"] = reranker_figure(b.leaderboards, folder.figure_file("reranker"))
@@ -92,9 +95,21 @@ def _header(b: ReportBundle, out: RunFolder) -> str:
     if pooled:
         lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
                      f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
-                     f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges; details and caveats below.\n")
+                     f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges"
+                     + _leakage_clause(b) + "; details and caveats below.\n")
     lines.append(f"**The axes:** {figure_title(b.study).partition(chr(10))[2]}\n")  # one sentence, as under the figure
     return "\n".join(line for line in lines if line)
+
+
+def _leakage_clause(b: ReportBundle) -> str:
+    """``, without verifier-twin (shares the verifier's grader; with it: r = ...)`` for the headline."""
+    graders = list((b.leakage or {}).get("grader_judges") or {})
+    other = pooled_text(b.correlations_other)
+    if not graders:
+        return ""
+    if b.excluded_judges:
+        return f", without {', '.join(graders)} (sharing the verifier's grader" + (f"; with them: {other}" if other else "") + ")"
+    return f", {', '.join(graders)} included although they share the verifier's grader" + (f" (without them: {other})" if other else "")
 
 
 def _partial(stats: Mapping[str, Any], judges_with_picks: set[str], study: Mapping[str, Any] | None = None) -> str:
@@ -188,6 +203,24 @@ def _correlations(b: ReportBundle, out: RunFolder) -> str:
     return head + markdown_table(table, {"r": "{:+.2f}", "ρ": "{:+.2f}", "τ": "{:+.2f}", "p (r)": fmt_p, "p (ρ)": fmt_p})
 
 
+def _headroom(b: ReportBundle, out: RunFolder) -> str:
+    """Random, worst-of-N, oracle and the share of prompts without spread, per task and generator."""
+    h = b.headroom
+    if h is None or h.empty:
+        return ""
+    table = pd.DataFrame({"task": [("⚠ " if w else "") + TASK_TITLES.get(t, t) for t, w in zip(h["task"], h["warning"])],
+                          "generator": h["generator"], "prompts": h["prompts"], "N": h["n"], "worst": h["worst"],
+                          "random": h["random"], "oracle": h["oracle"], "oracle − random": h["headroom"],
+                          "± SE (random)": h["noise"], "all N alike": h["alike"], "warning": h["warning"]})
+    fmt = {c: "{:.3f}" for c in ("worst", "random", "oracle", "oracle − random", "± SE (random)")}
+    return ("## Headroom: how much a judge can gain\n\nPer task and generator, over the Best-of-N prompts: the mean "
+            "score of the worst candidate (a judge that always picks wrong), of a random pick and of the best candidate "
+            "(oracle); *all N alike* is the share of prompts whose candidates all score the same, which cannot separate "
+            "judges; *± SE* is the standard error of a random pick's mean. ⚠ marks settings whose headroom is too small "
+            "for a correlation across judges (the warning is repeated in the correlation table).\n\n"
+            + markdown_table(table, {**fmt, "all N alike": "{:.0%}"}))
+
+
 def _per_task(b: ReportBundle, out: RunFolder) -> str:
     parts = ["## Judges per task\n"]
     m = b.metrics
@@ -235,6 +268,10 @@ def interpret(b: ReportBundle) -> list[str]:
         elif np.isfinite(row.pearson_lo) and row.pearson_lo <= 0 <= row.pearson_hi:
             sentence += " The interval includes zero, so the data cannot rule out no relation."
         lines.append(sentence)
+    if b.headroom is not None:
+        for row in b.headroom[b.headroom["warning"] != ""].itertuples():
+            lines.append(f"{TASK_TITLES.get(row.task, row.task)} / {row.generator}: {row.warning}; its correlation "
+                         "says little about the judges.")
     below = b.metrics[b.metrics["gain"] < 0]
     if not below.empty:
         lines.append("Judges that did worse than a random pick: " + ", ".join(
@@ -286,11 +323,12 @@ def _files(b: ReportBundle, out: RunFolder) -> str:
     names = [getattr(out, name).name for name in b.tables()] + [out.report_json.name]
     return (f"## Files\n\nFull report with figures, per-judge intervals, the reranker leaderboard and sample prompts: "
             f"`{out.report_html.name}`; every number: " + ", ".join(f"`{n}`" for n in names) + f"; figures (PNG and "
-            f"SVG) under `{out.figures.name}/`.\n")
+            f"SVG) under `{out.figures.name}/`; every preference pair and Best-of-N match with both orders' verdicts: "
+            f"`bon view --run` on this study writes `{out.viewer.name}`.\n")
 
 
 SECTIONS: list[Callable[[ReportBundle, RunFolder], str]] = [
-    _header, _what_was_run, _how_to_read, _figure, _correlations, _per_task, _predictors, _tradeoff, _interpretation,
+    _header, _what_was_run, _how_to_read, _figure, _correlations, _headroom, _per_task, _predictors, _tradeoff, _interpretation,
     _files]
 
 

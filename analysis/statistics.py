@@ -23,6 +23,7 @@ from scipy.stats import norm, rankdata
 
 from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile_ci, setting_matrix, task_order,
                                   weighted_means)
+from analysis.leakage import Overlap, drop_overlapping
 from bon import mmrb2
 from bon.content import slug
 from bon.errors import BonError
@@ -280,6 +281,7 @@ class JudgeAxis:
     table: pd.DataFrame  # judge, task, accuracy, n_pairs, n_judgements, source
     outcomes: dict[str, PairOutcomes] = field(default_factory=dict)  # bon task -> pair-level data
     excluded: dict[str, list[str]] = field(default_factory=dict)  # task -> excluded prompt sources
+    dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> pairs left out as leaks (analysis.leakage)
 
     def accuracy(self, task: str, judges: Sequence[str]) -> np.ndarray:
         sub = self.table[self.table.task == task].set_index("judge")["accuracy"]
@@ -332,7 +334,8 @@ class JudgeAxis:
 
 
 def _axis_from_outcomes(label: str, outcomes: dict[str, PairOutcomes], source: str,
-                        excluded: dict[str, list[str]] | None = None) -> JudgeAxis:
+                        excluded: dict[str, list[str]] | None = None,
+                        dropped: dict[str, dict[str, Any]] | None = None) -> JudgeAxis:
     rows = []
     for task, out in outcomes.items():
         acc = out.accuracy()
@@ -341,7 +344,7 @@ def _axis_from_outcomes(label: str, outcomes: dict[str, PairOutcomes], source: s
             rows.append({"judge": judge, "task": task, "accuracy": acc[j], "n_pairs": evaluated,
                          "n_judgements": int(out.counted[j].sum()), "source": source})
     table = pd.DataFrame(rows, columns=AXIS_COLUMNS)
-    return JudgeAxis(label, table, outcomes, excluded or {})
+    return JudgeAxis(label, table, outcomes, excluded or {}, dropped or {})
 
 
 def _exclusions(exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None) -> dict[str, set[str]]:
@@ -370,10 +373,12 @@ def _keep(pairs: list[mmrb2.Pair], task: str, excl: dict[str, set[str]], where: 
 
 
 def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
-                   exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None) -> JudgeAxis:
+                   exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
+                   overlap: Overlap | None = None) -> JudgeAxis:
     """Accuracies from the run's own preference set: ``mmrb2/<task>.json`` and
     ``mmrb2/judgments/<judge>/<task>.json``. ``judges`` (names as in picks.jsonl) maps the folder
-    names, which are slugs, back to judge names."""
+    names, which are slugs, back to judge names; ``overlap`` (:mod:`analysis.leakage`) drops the pairs
+    that leak the downstream benchmark into the accuracy."""
     root = RunFolder(Path(run_dir), existing=True).mmrb2
     if not root.is_dir():
         raise BonError(f"{root}: no preference set in this run folder")
@@ -381,10 +386,12 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
     excl = _exclusions(exclude_sources)
     outcomes: dict[str, PairOutcomes] = {}
     excluded: dict[str, list[str]] = {}
+    leaks: dict[str, dict[str, Any]] = {}
     for task, file in ((t.name, t.file) for t in TASKS):
         if not (root / file).exists():
             continue
         pairs, dropped = _keep(mmrb2.load_pairs(root / file), task, excl, str(root / file))
+        pairs, leaks[task] = drop_overlapping(pairs, task, overlap)
         excluded[task] = dropped
         judgments = {}
         for folder in sorted((root / "judgments").glob("*")):
@@ -394,7 +401,7 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
             outcomes[task] = pair_outcomes(task, pairs, judgments)
     if not outcomes:
         raise BonError(f"{root}: no judgment files under judgments/")
-    return _axis_from_outcomes("run preference set (mmrb2/)", outcomes, str(root), excluded)
+    return _axis_from_outcomes("run preference set (mmrb2/)", outcomes, str(root), excluded, leaks)
 
 
 def benchmark_judge_axis(bench_dir: Path, predictions: Mapping[str, Mapping[str, Path]],

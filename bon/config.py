@@ -74,6 +74,10 @@ class StudyConfig:
     executor: dict[str, Any] = field(default_factory=lambda: {"name": "local", "options": {}})  # where stage work runs
     devices: dict[str, Any] = field(default_factory=dict)  # e.g. {memory_gb: 80, count: 1}, for the plan's fit check
     official: bool = False  # judges build MMRB2's official request (see judges/prompts/official.py)
+    # what the analysis leaves out as leaks: judges sharing the verifier's grader, pairs from the downstream
+    # benchmark (analysis/leakage.py); changing it changes only the report, never the run
+    leakage: dict[str, Any] = field(default_factory=lambda: {"grader_judges": "exclude", "overlapping_pairs": "drop",
+                                                             "sources": []})
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -152,6 +156,9 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     if not isinstance(raw.get("official", False), bool):
         raise BonError(f"{where}: official must be true or false, got {raw['official']!r}")
     cfg.official = bool(raw.get("official", False))
+    from analysis.leakage import parse_policy  # analysis is a plugin package: imported only when a config is read
+
+    cfg.leakage = parse_policy(raw.get("leakage"), where).as_dict()
     return cfg
 
 

@@ -23,7 +23,7 @@ from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
 from bon.shards import parse_shard
 from bon.store import JudgmentStore
-from bon.study import analyse, record_config, recorded_study, task_accuracy
+from bon.study import analyse, record_config, recorded_study, shared_grader_flags, task_accuracy
 
 # Settings that may differ between shards of one study (where they ran, how far, with what).
 PER_SHARD_KEYS = ("out", "shard", "max_calls", "executor")
@@ -187,7 +187,8 @@ def _analyse_merged(run: RunFolder, cfg: StudyConfig, shards: list[dict[str, Any
             tasks[task] = task_accuracy(run, judge, task)
     timings = _sum_stats([s["stats"].get("timings_s", {}) for s in shards])  # summed over shards: compute time, not wall
     provenance = shards[0]["stats"].get("identities") or {}
-    return analyse(run, cfg, judge_stats, pair_counts, None, provenance, {"timings_s": timings})
+    return analyse(run, cfg, judge_stats, pair_counts, None, provenance, {"timings_s": timings},
+                   {"shared_grader": shared_grader_flags(cfg, provenance)})  # the leakage guard needs it merged too
 
 
 def _rank(names: list[str], name: str) -> int:

@@ -65,9 +65,11 @@ class RunFolder:
     accuracies = property(lambda self: self.root / "accuracies.csv")
     leaderboard = property(lambda self: self.root / "leaderboard.csv")
     power = property(lambda self: self.root / "power.csv")
+    headroom = property(lambda self: self.root / "headroom.csv")
     report = property(lambda self: self.root / "report.md")
     report_html = property(lambda self: self.root / "report.html")
     report_json = property(lambda self: self.root / "report.json")
+    viewer = property(lambda self: self.root / "view.html")  # `bon view`: every pair and match, both orders
     figures = property(lambda self: self.root / "figures")
     figure = property(lambda self: self.figure_file("correlation"))
 

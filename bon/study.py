@@ -175,13 +175,18 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
         results.to_csv(run.results, index=False, float_format="%.6g")
         stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
         return StudyOutcome(run, results, pd.DataFrame(), stats, stopped)
-    from analysis.predictors import shared_grader
-
-    judges = [_grader_view("judge", spec, identities["judges"].get(spec.label, {})) for spec in cfg.judges]
-    verifier_view = _grader_view("verifier", cfg.verifier, identities.get("verifier", {}))
-    honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader(judges, verifier_view),
+    honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader_flags(cfg, identities),
                "skipped_without_truth": preference.skipped_no_truth}
     return analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+
+
+def shared_grader_flags(cfg: StudyConfig, identities: dict[str, Any]) -> dict[str, str]:
+    """``{judge label: grader family}`` of the judges sharing the verifier's grader, from the recorded
+    identities (``stats.json``'s ``identities``): what the leakage guard leaves out of the correlation."""
+    from analysis.predictors import shared_grader
+
+    judges = [_grader_view("judge", spec, (identities.get("judges") or {}).get(spec.label, {})) for spec in cfg.judges]
+    return shared_grader(judges, _grader_view("verifier", cfg.verifier, identities.get("verifier") or {}))
 
 
 def _grader_view(kind: str, spec: PluginSpec, identity: dict[str, Any]) -> Any:

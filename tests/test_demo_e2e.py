@@ -347,3 +347,20 @@ def test_worker_processes_change_no_number(demo_run, tmp_path, monkeypatch):
     monkeypatch.setenv("BON_WORKERS", "1")
     assert main(["demo", "--out", str(tmp_path), *SMALL, "--seed", "1"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results.csv"), pd.read_csv(demo_run / "results.csv"))
+
+
+def test_report_lists_the_leakage_guards_and_the_headroom(demo_run):
+    """The demo's report says which judges left the correlation (the verifier's twins), which pairs left the
+    accuracies (none: held-out prompts), and shows the headroom table; the inclusive r is there too."""
+    report = (demo_run / "report.md").read_text()
+    what = _section(report, "What was run")
+    assert "verifier-twin (grader synthetic-checks), verifier-twin-32px (grader synthetic-checks)" in what
+    assert "left out of the correlation; with them pooled r = " in what
+    assert "Preference pairs overlapping the downstream benchmark (accuracy):** 0 dropped: t2i 0 of" in what
+    assert "Text-to-image | strong | 3 | 4 |" in _section(report, "Headroom")  # ⚠ or not: 3 prompts are few
+    rec = json.loads((demo_run / "report.json").read_text())
+    assert rec["leakage"]["excluded_judges"] == ["verifier-twin", "verifier-twin-32px"]
+    pooled = [r for r in rec["correlations"] if r["scope"] == "all"][0]
+    other = [r for r in rec["correlations_other"] if r["scope"] == "all"][0]
+    assert other["n_judges"] == pooled["n_judges"] + 2
+    assert {r["task"] for r in rec["headroom"]} == {"t2i", "edit", "interleaved", "reasoning"}

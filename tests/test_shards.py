@@ -1,5 +1,6 @@
 """`bon run --shard I/K` + `bon merge` writes what the unsharded run writes (K = 2 and K = 3)."""
 
+import json
 import shutil
 
 import pytest
@@ -35,6 +36,9 @@ def test_merged_shards_equal_the_unsharded_run(study, k):
     assert main(["merge", *[a for d in reversed(dirs) for a in ("--run", str(d))], "--out", str(merged)]) == 0  # any order of folders
     assert_same_run(merged, root / "full")
     assert (merged / "report.md").exists() and (merged / "stats.json").exists()
+    full, ours = (json.loads((d / "stats.json").read_text()) for d in (root / "full", merged))
+    assert ours["shared_grader"] == full["shared_grader"] != {}  # the leakage guard leaves the same twins out
+    assert (merged / "correlations.csv").read_text() == (root / "full" / "correlations.csv").read_text()
 
 
 def test_merge_refuses_other_studies_and_missing_shards(study, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Analysis commands on finished studies: report, compare, power, leaderboard, tradeoff, figure.
+"""Analysis commands on finished studies: report, view, compare, power, leaderboard, tradeoff, figure.
 
 Each computes everything first and writes only when it has a result worth keeping: a failure or a
 degenerate analysis exits with one line and leaves the folder as it was.
@@ -6,6 +6,7 @@ degenerate analysis exits with one line and leaves the folder as it was.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -53,9 +54,16 @@ MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.
                    "pair ids) or JUDGE=TASK=FILE; JUDGE is a judge label of the run. Repeatable.")
 @click.option("--power/--no-power", default=True, show_default=True, help="Include the study-size simulation.")
 @MAX_LOSS
+@click.option("--grader-judges", type=click.Choice(["exclude", "keep"]), default=None,
+              help="Judges sharing the verifier's grader: left out of the correlation (default, or the config's "
+                   "leakage: grader_judges) or kept in it; the report shows the other choice's r too.")
+@click.option("--overlapping-pairs", type=click.Choice(["drop", "keep"]), default=None,
+              help="Preference pairs drawn from the downstream benchmark: dropped from the accuracies (default, or "
+                   "the config's leakage: overlapping_pairs) or kept.")
 @JSON
 def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
-           predictions: tuple[str, ...], power: bool, max_loss: float, json_out: Optional[Path]) -> None:
+           predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
+           overlapping_pairs: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
     from analysis.bundle import compute
     from analysis.report import write_report
@@ -64,7 +72,7 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
     bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
-                     max_loss=max_loss)
+                     max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs)
     problem = bundle.degenerate()
     if problem:
         raise BonError(f"{run_dir}: {problem}; nothing written")
@@ -79,6 +87,24 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     warnings = int(bundle.correlations["flag"].sum())
     out.print(f"report: {written['html']}  ({warnings} coefficients flagged as too uncertain)")
     write_numbers(json_out, bundle.payload())
+
+
+@app.command()
+@RUN
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Output folder of view.html (default: the run folder); images are linked by relative path.")
+def view(run_dir: Path, out_dir: Optional[Path]) -> None:
+    """Every MMRB2 pair and Best-of-N match side by side with both orders' verdicts, filterable (view.html)."""
+    from analysis.viewer import write_viewer
+
+    try:
+        path, data = write_viewer(run_dir, out_dir)
+    except OSError as exc:
+        raise BonError(f"{exc.filename or out_dir or run_dir}: cannot write view.html ({exc.strerror})") from None
+    kinds = {k: sum(i["kind"] == k for i in data["items"]) for k in ("pair", "match")}
+    disagree = sum(i["disagree"] for i in data["items"])
+    out.print(f"view: {path}  ({kinds['pair']} pair verdicts, {kinds['match']} match verdicts, {len(data['judges'])} "
+              f"judges; the orders disagree on {disagree})")
 
 
 def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tuple[str, ...]):
@@ -103,7 +129,7 @@ def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tupl
             if task.name in files.get(judge, {}):
                 raise BonError(f"--predictions {item}: a second file for {judge} on task {task.name}")
             files.setdefault(judge, {})[task.name] = path
-    return benchmark_task_pairs(bench_dir, files)
+    return partial(benchmark_task_pairs, bench_dir, files)  # the bundle binds the leakage guard's overlap rule
 
 
 @app.command()

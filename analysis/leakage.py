@@ -1,0 +1,164 @@
+"""Leakage guards: what must not sit on both axes of the correlation.
+
+Two leaks inflate the relation between a judge's accuracy and its Best-of-N gain:
+
+- a **judge that is the study's own grader** (same model, or same scoring code: the shared-grader check
+  of :func:`analysis.predictors.shared_grader`, recorded by the study in ``stats.json``) shares the
+  verifier's errors, so its picks score well for the wrong reason. Such judges are left out of the
+  correlation by default, as the MMRB2 paper leaves out GPT-4o and GPT-4.1, its evaluators; the report
+  shows the correlation with them too, and ``leakage: {grader_judges: keep}`` (``bon report
+  --grader-judges keep``) makes the inclusive one the headline.
+- **preference pairs drawn from the downstream benchmark** measure accuracy on the very prompts (or the
+  very benchmark) the Best-of-N score is taken on, as MMRB2's ISG-Bench pairs do for an ISG-Bench study:
+  they are dropped from every judge's accuracy by default (``overlapping_pairs: keep`` keeps them). A
+  pair overlaps when its prompt is one of the Best-of-N prompts (same text and pixels), or, for pairs
+  from an outside benchmark such as MMRB2's files, when its ``prompt_source`` names the source of the
+  Best-of-N prompts (``isgbench`` = ``isg-bench``: compared on letters and digits). The run's own
+  preference set shares the suite's source by construction (bon draws it from held-out prompts), so
+  there only the prompt check applies. ``sources: [...]`` adds prompt sources to drop everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from bon import mmrb2
+from bon.content import load_prompts
+from bon.errors import BonError
+from bon.runfolder import RunFolder
+
+GRADER_POLICIES = ("exclude", "keep")
+PAIR_POLICIES = ("drop", "keep")
+KEYS = ("grader_judges", "overlapping_pairs", "sources")
+
+Overlap = Callable[[str, mmrb2.Pair], "str | None"]  # (task, pair) -> why the pair overlaps, or None
+
+
+@dataclass(frozen=True)
+class LeakagePolicy:
+    """What the analysis does with leaky judges and pairs (config ``leakage:``, CLI flags override)."""
+
+    grader_judges: str = "exclude"
+    overlapping_pairs: str = "drop"
+    sources: tuple[str, ...] = ()
+
+    @property
+    def excludes_graders(self) -> bool:
+        return self.grader_judges == "exclude"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"grader_judges": self.grader_judges, "overlapping_pairs": self.overlapping_pairs,
+                "sources": list(self.sources)}
+
+
+def parse_policy(raw: Any, where: str) -> LeakagePolicy:
+    """A config's ``leakage:`` mapping (None: the defaults); a one-line error naming the bad key."""
+    if raw is None:
+        return LeakagePolicy()
+    if not isinstance(raw, Mapping):
+        raise BonError(f"{where}: leakage must be a mapping with {', '.join(KEYS)}")
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise BonError(f"{where}: leakage: unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
+    for key, allowed in (("grader_judges", GRADER_POLICIES), ("overlapping_pairs", PAIR_POLICIES)):
+        if key in raw and raw[key] not in allowed:
+            raise BonError(f"{where}: leakage: {key} must be {' or '.join(allowed)}, got {raw[key]!r}")
+    sources = raw.get("sources") or []
+    if isinstance(sources, str) or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise BonError(f"{where}: leakage: sources must be a list of prompt source names, got {sources!r}")
+    return LeakagePolicy(raw.get("grader_judges", "exclude"), raw.get("overlapping_pairs", "drop"), tuple(sources))
+
+
+def study_policy(study: Mapping[str, Any], grader_judges: str | None = None,
+                 overlapping_pairs: str | None = None) -> LeakagePolicy:
+    """The policy config.yaml recorded, with the command line's choices on top."""
+    base = parse_policy(study.get("leakage"), "config.yaml: study")
+    return LeakagePolicy(grader_judges or base.grader_judges, overlapping_pairs or base.overlapping_pairs, base.sources)
+
+
+def grader_judges(stats: Mapping[str, Any], judges: Iterable[str]) -> dict[str, str]:
+    """``{judge: grader family}`` of this run's judges that share the verifier's grader (``stats.json``)."""
+    flags = stats.get("shared_grader") or {}
+    return {j: str(flags[j]) for j in judges if j in flags}
+
+
+def source_key(source: str) -> str:
+    """A prompt source compared on lower-case letters and digits: ``ISG-Bench`` = ``isgbench``."""
+    return re.sub(r"[^a-z0-9]", "", str(source).lower())
+
+
+@dataclass
+class Downstream:
+    """What the Best-of-N side was measured on: its prompts' sources and content hashes."""
+
+    sources: dict[str, str] = field(default_factory=dict)  # source key -> source as the prompts spell it
+    digests: set[str] = field(default_factory=set)
+
+
+def downstream(run_dir: Path, prompt_ids: Iterable[str]) -> Downstream:
+    """The sources and content hashes of the Best-of-N prompts (those with picks) in ``prompts.jsonl``."""
+    path = RunFolder(Path(run_dir), existing=True).prompts
+    if not path.exists():
+        return Downstream()
+    wanted = set(prompt_ids)
+    prompts = [p for p in load_prompts(path) if p.id in wanted]
+    sources = {source_key(s): str(s) for s in (p.metadata.get("source") for p in prompts) if s}
+    return Downstream(sources, {p.content.digest for p in prompts})
+
+
+def own_set_overlap(bench: Path, down: Downstream, policy: LeakagePolicy) -> Overlap | None:
+    """The overlap rule for the run's own preference set: its prompt is a Best-of-N prompt, or its
+    source is one the policy names (None when the policy keeps overlapping pairs)."""
+    if policy.overlapping_pairs == "keep":
+        return None
+    extra = {source_key(s): s for s in policy.sources}
+    from bon.stages.judge_bench import pair_comparisons
+
+    def why(task: str, pair: mmrb2.Pair) -> str | None:
+        if source_key(pair.prompt_source) in extra:
+            return f"source {pair.prompt_source} (leakage: sources)"
+        if pair.prompt_content is not None and pair_comparisons(pair, task, bench, 1)[0].prompt.content.digest in down.digests:
+            return "its prompt is a Best-of-N prompt"
+        return None
+
+    return why
+
+
+def outside_overlap(down: Downstream, policy: LeakagePolicy) -> Overlap | None:
+    """The overlap rule for pairs of an outside benchmark (MMRB2's files): its source is the Best-of-N
+    prompts' source or one the policy names."""
+    if policy.overlapping_pairs == "keep":
+        return None
+    named = {**down.sources, **{source_key(s): s for s in policy.sources}}
+
+    def why(task: str, pair: mmrb2.Pair) -> str | None:
+        key = source_key(pair.prompt_source)
+        return f"source {pair.prompt_source} = downstream {named[key]}" if key in named else None
+
+    return why
+
+
+def drop_overlapping(pairs: list[mmrb2.Pair], task: str, overlap: Overlap | None) -> tuple[list[mmrb2.Pair], dict[str, Any]]:
+    """(kept pairs, ``{"pairs": all, "dropped": k, "why": {reason: count}}``) under an overlap rule."""
+    if overlap is None:
+        return pairs, {"pairs": len(pairs), "dropped": 0, "why": {}}
+    kept, why = [], {}
+    for pair in pairs:
+        reason = overlap(task, pair)
+        if reason is None:
+            kept.append(pair)
+        else:
+            why[reason] = why.get(reason, 0) + 1
+    return kept, {"pairs": len(pairs), "dropped": len(pairs) - len(kept), "why": why}
+
+
+def pairs_text(dropped: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line: ``t2i 3 of 160 (its prompt is a Best-of-N prompt), edit 0 of 160``."""
+    parts = []
+    for task, d in dropped.items():
+        reasons = "; ".join(f"{n} {r}" for r, n in d.get("why", {}).items())
+        parts.append(f"{task} {d['dropped']} of {d['pairs']}" + (f" ({reasons})" if reasons else ""))
+    return ", ".join(parts)
