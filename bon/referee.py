@@ -59,6 +59,7 @@ class CallStats:
     calls_cached: int = 0
     missing: int = 0
     calls_saved: int = 0  # calls the full protocol would have asked that gating or an early stop skipped
+    transient: int = 0  # calls that failed transiently (timeout, 5xx, rate limit): not stored, asked again on rerun
     seconds: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -78,6 +79,7 @@ class CallStats:
             "calls_cached": self.calls_cached,
             "missing": self.missing,
             "calls_saved": self.calls_saved,
+            "transient": self.transient,
             "judge_seconds": round(self.seconds, 3),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -161,6 +163,7 @@ class Referee:
             self.stats.count_fresh(part)
             self.store.put_many(self.judge_id, zip(got, part), stage=self.stage, seconds_each=elapsed / len(part))
             self.stats.calls_made += len(part)
+            self.stats.transient += sum(v.transient for v in part)
             fresh.update(zip(got, part))
             _fault_point(self.stats.calls_made)
             started = time.perf_counter()  # storing is not the judge's time

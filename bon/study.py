@@ -167,6 +167,9 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
                                                                executor, identities["judges"])
     lap("judge_and_select")
 
+    transient = sum(int(s["last_invocation"].get("transient", 0)) for s in judge_stats.values())
+    pending = {"judge calls": transient} if transient else {}  # asked again by a rerun (exit 3 says so)
+
     write_text(run.picks, "".join(json.dumps(p) + "\n" for p in picks))
     if cfg.shard:  # one shard's numbers are not the study's: its results and the stats `bon merge` sums, no report
         from analysis.bon_metrics import results_table
@@ -174,14 +177,16 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
         results = results_table(picks, scores, accuracies, cfg.n)
         results.to_csv(run.results, index=False, float_format="%.6g")
         stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
-        return StudyOutcome(run, results, pd.DataFrame(), stats, stopped)
+        return StudyOutcome(run, results, pd.DataFrame(), stats, stopped, pending)
     from analysis.predictors import shared_grader
 
     judges = [_grader_view("judge", spec, identities["judges"].get(spec.label, {})) for spec in cfg.judges]
     verifier_view = _grader_view("verifier", cfg.verifier, identities.get("verifier", {}))
     honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader(judges, verifier_view),
                "skipped_without_truth": preference.skipped_no_truth}
-    return analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+    outcome = analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+    outcome.pending = pending
+    return outcome
 
 
 def _grader_view(kind: str, spec: PluginSpec, identity: dict[str, Any]) -> Any:

@@ -6,6 +6,7 @@ merging shard stores counts each answer once."""
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 import threading
 import time
@@ -216,3 +217,39 @@ def test_merge_joins_shard_stores_counting_each_answer_once(tmp_path):
         assert merged.totals("j", ["shard0", "shard1"])["mmrb2"]["calls_made"] == 3
         assert merged.get_many("j", [("p9", "a", "b", 0)])[("p9", "a", "b", 0)].better == "B"
         merged.close()
+
+
+API_KEY_ENV = "BON_TEST_STORE_KEY"
+GOOD = '{"reasoning": "A is closer", "score": 5, "better_response": "A"}'
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="the openai package is not installed")
+def test_a_study_with_transient_failures_then_a_rerun_stores_and_counts_each_answer_once(tmp_path, monkeypatch):
+    import json
+
+    import yaml
+
+    from bon.cli import main
+    from openai_server import OpenAIServer
+
+    monkeypatch.setenv(API_KEY_ENV, "sk-store-test")
+    with OpenAIServer(fail=3, reply=lambda body: GOOD) as server:  # the first three requests: HTTP 503
+        config = tmp_path / "study.yaml"
+        config.write_text(yaml.safe_dump({
+            "out": str(tmp_path / "run"), "seed": 2, "n": 2, "tasks": ["t2i"], "suite": {"name": "synthetic", "per_task": 2},
+            "preference": {"prompts_per_task": 1, "pairs_per_prompt": 1},
+            "generators": [{"name": "synthetic", "label": "strong", "options": {"skill": "strong"}}],
+            "verifier": {"name": "synthetic"},
+            "judges": [{"name": "openai-compatible", "label": "api", "options": {
+                "model": "judge-model", "base_url": server.url, "api_key_env": API_KEY_ENV, "max_retries": 0,
+                "concurrency": 1, "preflight": False}}]}))
+        first = main(["run", str(config)])
+        assert main(["run", str(config)]) == 0
+        paid = len(server.requests) - 3
+    stats = json.loads((tmp_path / "run" / "stats.json").read_text())["judges"]["api"]
+    with sqlite3.connect(tmp_path / "run" / "judgments.sqlite") as db:
+        rows = db.execute("SELECT COUNT(*), COUNT(DISTINCT prompt || a || b || sample), SUM(better IS NULL) FROM judgments").fetchone()
+    assert rows == (paid, paid, 0)  # every answer the server gave, once per key, none a stored failure
+    assert stats["total"]["calls_made"] == paid  # the three failed requests are not counted
+    assert stats["last_invocation"]["calls_made"] == 3  # the rerun asked exactly the failed ones again
+    assert first == 3  # "3 items pending because of transient failures (judge calls 3); rerun to continue"
