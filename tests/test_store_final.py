@@ -253,3 +253,35 @@ def test_a_study_with_transient_failures_then_a_rerun_stores_and_counts_each_ans
     assert stats["total"]["calls_made"] == paid  # the three failed requests are not counted
     assert stats["last_invocation"]["calls_made"] == 3  # the rerun asked exactly the failed ones again
     assert first == 3  # "3 items pending because of transient failures (judge calls 3); rerun to continue"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="the openai package is not installed")
+def test_mmrb2_judge_retry_missing_asks_unparseable_answers_again(tmp_path, monkeypatch, capsys):
+    import json
+
+    from bon.cli import main
+    from openai_server import OpenAIServer
+    from tiny_models import build_bench
+
+    monkeypatch.setenv(API_KEY_ENV, "sk-store-test")
+    seen: set[str] = set()
+
+    def garbage_first(body: dict) -> str:  # a sampling API: the first answer to a request is unreadable
+        key = json.dumps(body, sort_keys=True)
+        first = key not in seen
+        seen.add(key)
+        return "I could not possibly choose." if first else GOOD
+
+    bench = build_bench(tmp_path / "bench", n_pairs=2)
+    out = tmp_path / "run" / "api_t2i.json"
+    with OpenAIServer(reply=garbage_first) as server:
+        argv = ["mmrb2", "judge", "--judge", "openai-compatible:judge-model", "--bench-dir", str(bench), "--task", "t2i",
+                "--out-file", str(out)] + [f"--judge-option={k}={v}" for k, v in
+                                           {"base_url": server.url, "api_key_env": API_KEY_ENV, "preflight": False}.items()]
+        for extra, made in (([], 4), ([], 0), (["--retry-missing"], 4), (["--retry-missing"], 0)):
+            assert main(argv + extra) == 0
+            assert f"calls made {made}," in capsys.readouterr().out
+    answers = [d["judgement"] for entry in json.loads(out.read_text()).values() for d in entry["forward"] + entry["reverse"]]
+    assert answers == ["A"] * 4
+    with sqlite3.connect(tmp_path / "run" / "judgments.sqlite") as db:
+        assert db.execute("SELECT COUNT(*), SUM(better IS NULL) FROM judgments").fetchone() == (4, 0)
