@@ -5,7 +5,7 @@
 First one uninterrupted run (its wall time and judge calls bound the kill moments). Then, ``--runs``
 times, a fresh folder: the demo starts as a subprocess in its own process group and the whole group
 (driver and forked workers) is SIGKILLed at a moment a seeded generator draws: on odd runs a wall
-time uniform in (0, 0.95 x the uninterrupted wall time), anywhere from start-up to the report; on
+time uniform in (0, 0.8 x the uninterrupted wall time), anywhere from start-up to the report; on
 even runs the moment the store holds K judge answers, K uniform in (1, all the calls), so that half
 the kills land while judges are judging. Then the same command is rerun to the end. Each rerun must write the same results.csv and
 picks.jsonl as the uninterrupted run and the same call totals in stats.json (per judge and stage:
@@ -116,7 +116,7 @@ def main() -> None:
         for r in range(args.runs):
             out = Path(tmp) / f"run{r}"
             if r % 2 == 0:
-                moment = rng.uniform(0.0, 0.95 * wall)
+                moment = rng.uniform(0.0, 0.8 * wall)
                 when, killed = f"{moment:.1f} s", kill_at(out, args.prompts, args.n, seconds=moment)
             else:
                 count = rng.randint(1, total - 1)
