@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -285,3 +286,47 @@ def test_mmrb2_judge_retry_missing_asks_unparseable_answers_again(tmp_path, monk
     assert answers == ["A"] * 4
     with sqlite3.connect(tmp_path / "run" / "judgments.sqlite") as db:
         assert db.execute("SELECT COUNT(*), SUM(better IS NULL) FROM judgments").fetchone() == (4, 0)
+
+
+DRIVER = """
+import os, sys, time
+from bon.stages.pool import run_jobs
+
+def job(i):
+    with open(sys.argv[1], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    time.sleep(60)
+
+list(run_jobs(job, 2, 2))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers (and prctl) are Linux-only")
+def test_workers_die_with_their_driver(tmp_path):
+    """A driver killed alone (an OOM kill, `kill -9 PID`) leaves no worker judging on beside a rerun."""
+    import os
+    import signal
+    import subprocess
+
+    pids = tmp_path / "pids"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(pids)], env={**os.environ, "BON_WORKERS": "2"})
+    deadline = time.time() + 30
+    while time.time() < deadline and len(pids.read_text().split() if pids.exists() else []) < 2:
+        time.sleep(0.02)
+    workers = [int(p) for p in pids.read_text().split()]
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    deadline = time.time() + 10
+    alive = workers
+    while alive and time.time() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in workers if _running(p)]
+    assert alive == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"  # a zombie is dead, only not yet reaped
+    except FileNotFoundError:
+        return False

@@ -46,16 +46,31 @@ def worker_count(plugins: Sequence[Any], jobs: int) -> int:
 _JOB: Callable[[int], Any] | None = None  # set in the driver just before forking
 
 
-def _single_threaded_libraries() -> None:
-    """Run in each worker right after the fork: a thread pool the parent had started does not exist
-    in the child, so libraries that keep one are told to work on the calling thread (one worker per
-    core already uses every core)."""
+def _worker_setup(driver: int) -> None:
+    """Run in each worker right after the fork. The worker dies with the driver (a killed driver
+    leaves no orphan judging on and writing to the store next to a rerun), and a thread pool the
+    parent had started does not exist in the child, so libraries that keep one are told to work on
+    the calling thread (one worker per core already uses every core)."""
+    _die_with_parent(driver)
     cv2 = sys.modules.get("cv2")
     if cv2 is not None:
         cv2.setNumThreads(1)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+def _die_with_parent(driver: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: an orphan then ends when it next reads its dead pipe
+        return
+    if os.getppid() != driver:  # the driver died before the request took effect
+        os._exit(1)
 
 
 def _call(index: int) -> Any:
@@ -78,7 +93,7 @@ def run_jobs(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Any
     _JOB = job
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_single_threaded_libraries) as pool:
+                                 initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
             futures = [pool.submit(_call, i) for i in range(jobs)]
             for future in futures:
                 yield future.result()
