@@ -68,6 +68,7 @@ class StudyConfig:
     strategy: PluginSpec = field(default_factory=lambda: PluginSpec("knockout", "knockout"))
     samples: int = 1
     max_calls: int | None = None
+    retry_missing: bool = False  # ask again the missing (unparseable) answers of judges that sample (--retry-missing)
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
     source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
     shard: str | None = None  # "I/K": this folder runs the I-th of K deterministic prompt shards (bon merge joins them)
@@ -153,9 +154,10 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
 
         cfg.executor = parse_executor(raw["executor"], where=f"{where}: executor")
     cfg.devices = _devices(raw.get("devices"), where)
-    if not isinstance(raw.get("official", False), bool):
-        raise BonError(f"{where}: official must be true or false, got {raw['official']!r}")
-    cfg.official = bool(raw.get("official", False))
+    for key in ("official", "retry_missing"):
+        if not isinstance(raw.get(key, False), bool):
+            raise BonError(f"{where}: {key} must be true or false, got {raw[key]!r}")
+    cfg.official, cfg.retry_missing = bool(raw.get("official", False)), bool(raw.get("retry_missing", False))
     from analysis.leakage import parse_policy  # analysis is a plugin package: imported only when a config is read
 
     cfg.leakage = parse_policy(raw.get("leakage"), where).as_dict()

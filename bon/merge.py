@@ -26,7 +26,7 @@ from bon.store import JudgmentStore
 from bon.study import analyse, record_config, recorded_study, shared_grader_flags, task_accuracy
 
 # Settings that may differ between shards of one study (where they ran, how far, with what).
-PER_SHARD_KEYS = ("out", "shard", "max_calls", "executor")
+PER_SHARD_KEYS = ("out", "shard", "max_calls", "retry_missing", "executor")
 
 
 def merge_runs(dirs: list[Path], out: Path):
@@ -126,7 +126,10 @@ def _copy_tree(sources: list[Path], target: Path) -> None:
 
 
 def _merge_stores(sources: list[Path], target: Path) -> None:
-    """Every judge, judgment and pointwise score of every shard store in one store (keys are content)."""
+    """Every judge, judgment and pointwise score of every shard store in one store. Rows are keyed by
+    content, so a key that two shards (or an earlier merge) hold is kept once (INSERT OR IGNORE): the
+    merged store counts each answer once. Columns are matched by name, so a shard written by an older
+    bon (without the later cost or runtime columns) merges too, its missing columns left empty."""
     JudgmentStore(target).close()  # creates the schema
     db = sqlite3.connect(target, isolation_level=None)
     try:
@@ -139,7 +142,9 @@ def _merge_stores(sources: list[Path], target: Path) -> None:
             db.execute("BEGIN IMMEDIATE")
             for table in tables:  # every table the store has (judges, judgments, scores, and any later ones)
                 if table in ours and not table.startswith("sqlite_"):
-                    db.execute(f'INSERT OR IGNORE INTO main."{table}" SELECT * FROM shard."{table}"')
+                    theirs = {row[1] for row in db.execute(f'PRAGMA shard.table_info("{table}")')}
+                    columns = ", ".join(f'"{c}"' for (_, c, *_) in db.execute(f'PRAGMA main.table_info("{table}")') if c in theirs)
+                    db.execute(f'INSERT OR IGNORE INTO main."{table}" ({columns}) SELECT {columns} FROM shard."{table}"')
             db.execute("COMMIT")
             db.execute("DETACH DATABASE shard")
     finally:

@@ -165,6 +165,10 @@ class PairwiseJudge(Plugin, ABC):
 
     kind = "judge"
     name = "judge"
+    # the referee asks at most this many new comparisons per call and stores them before the next
+    # (a killed run loses at most that many); None: a whole referee batch in one call
+    store_every: int | None = 256
+    samples_answers: bool = False  # asking again can give another answer (so --retry-missing may re-ask)
 
     @abstractmethod
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:

@@ -1,28 +1,39 @@
 """The referee: the only way strategies and stages reach a judge.
 
 It asks matches in both orders (or, with a gated swap, the reverse only after an unsure forward
-verdict), serves every judgment it has seen before from the store, sends the rest to the judge as one
-batch (so local models batch and API judges run concurrently), and counts what was paid for, what
-came free and what gating or an early stop saved.
+verdict), serves every judgment it has seen before from the store, sends the rest to the judge in
+parts of at most the judge's ``store_every`` comparisons (so local models still batch and API judges
+still run concurrently) and stores each part as it comes back, so a killed run loses at most one
+part; with an executor that answers in parts (Ray), each part is stored as it arrives. It counts
+what was paid for, what came free and what gating or an early stop saved.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from bon.content import Content, Prompt
 from bon.errors import BonError
-from bon.plugins import PairwiseJudge, PointwiseJudge, Score
-from bon.protocol import Comparison, MatchResult, Verdict, decide_match
 from bon.mmrb2 import flips
+from bon.plugins import PairwiseJudge, PointwiseJudge, Score
+from bon.progress import note
+from bon.protocol import Comparison, MatchResult, Verdict, decide_match
+from bon.provenance import runtime_facts
 from bon.seeds import derive_seed
-from bon.store import JudgmentStore, usage_of
+from bon.store import JudgmentStore, Key, usage_of
 from bon.swap import CascadePolicy, SwapPolicy, exact_tie
 
 SPENT = ("calls_made", "calls_cached", "missing", "input_tokens", "output_tokens", "seconds", "cost_usd")
 PREFERENCE_STAGE = "mmrb2"  # the stage that judges the preference set in both orders (held-out prompts)
+
+# Fault injection for tests: a referee that has stored this many new answers SIGKILLs its process group
+# (the driver and every worker, as a killed terminal would), right after storing them.
+KILL_ENV = "BON_KILL_AFTER_CALLS"
+_TOLD: set[str] = set()  # judges already told that --retry-missing does not apply to them
 
 
 class BudgetExhausted(BonError):
@@ -53,6 +64,7 @@ class CallStats:
     calls_cached: int = 0
     missing: int = 0
     calls_saved: int = 0  # calls the full protocol would have asked that gating or an early stop skipped
+    transient: int = 0  # calls that failed transiently (timeout, 5xx, rate limit): not stored, asked again on rerun
     seconds: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -72,6 +84,7 @@ class CallStats:
             "calls_cached": self.calls_cached,
             "missing": self.missing,
             "calls_saved": self.calls_saved,
+            "transient": self.transient,
             "judge_seconds": round(self.seconds, 3),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -185,6 +198,7 @@ class Referee:
         seed: int = 0,
         stage: str = "",
         executor: Any = None,
+        retry_missing: bool = False,
     ):
         if samples < 1:
             raise BonError(f"samples must be at least 1, got {samples}")
@@ -195,33 +209,30 @@ class Referee:
         self.seed = seed
         self.stage = stage  # recorded with every answer bought, so costs add up per stage over invocations
         self.executor = executor  # where the uncached batch is answered (None: this process)
-        self.judge_id = store.register(judge.identity())
+        self.judge_id = store.register(judge.identity(), runtime=runtime_facts(judge))
         self.stats = CallStats()
         self.gates: dict[SwapPolicy, GateState] = {}  # gated swaps as they run: calibration, audit, fallback
         self.cascades: dict[CascadePolicy, GateState] = {}
         self.judges: dict[str, PairwiseJudge] = {}  # judges already built, by the spec a cascade names (else the registry)
+        # asking a judge that does not sample again would give the same answers
+        self.retry_missing = retry_missing and bool(getattr(judge, "samples_answers", False))
+        if retry_missing and not self.retry_missing and self.judge_id not in _TOLD:
+            _TOLD.add(self.judge_id)
+            note(f"judge {judge.name}: --retry-missing skipped: it does not sample, so asking again gives the same answers")
 
     def ask(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
-        """Verdicts for the comparisons, from the store where possible, else from one judge batch."""
+        """Verdicts for the comparisons, from the store where possible, else from the judge (stored
+        part by part as they come)."""
         keys = [(c.prompt.content.digest, c.a.digest, c.b.digest, c.sample) for c in comparisons]
-        known = self.store.get_many(self.judge_id, keys)
-        todo: dict[tuple, Comparison] = {}
+        known = self.store.get_many(self.judge_id, keys, retry_missing=self.retry_missing)
+        todo: dict[Key, Comparison] = {}
         for key, comp in zip(keys, comparisons):
             if key not in known and key not in todo:
                 todo[key] = comp
         self.stats.calls_cached += len(keys) - len(todo)
         if todo:
             self.budget.spend(self.judge.name, len(todo))
-            started = time.perf_counter()
-            fresh = self.executor.judge(self.judge, list(todo.values())) if self.executor else self.judge.judge(list(todo.values()))
-            elapsed = time.perf_counter() - started
-            self.stats.seconds += elapsed
-            if len(fresh) != len(todo):
-                raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")
-            self.stats.count_fresh(fresh)
-            self.store.put_many(self.judge_id, zip(todo, fresh), stage=self.stage, seconds_each=elapsed / len(todo))
-            known.update(zip(todo, fresh))
-            self.stats.calls_made += len(todo)
+            known.update(self._buy(todo))
         verdicts = [known[k] for k in keys]
         for v in verdicts:
             if v.better is None:
@@ -229,6 +240,39 @@ class Referee:
                 reason = (v.missing or "unknown")[:80]
                 self.stats.missing_reasons[reason] = self.stats.missing_reasons.get(reason, 0) + 1
         return verdicts
+
+    def _buy(self, todo: dict[Key, Comparison]) -> dict[Key, Verdict]:
+        """New verdicts for ``todo``, each part stored (with its share of the wall time) as it arrives."""
+        keys, fresh = list(todo), {}
+        started = time.perf_counter()
+        for part in self._parts(list(todo.values())):
+            elapsed = time.perf_counter() - started
+            got = keys[len(fresh) : len(fresh) + len(part)]
+            if not part or len(got) != len(part):
+                raise BonError(f"judge {self.judge.name}: returned {len(fresh) + len(part)} verdicts for {len(todo)} comparisons")
+            self.stats.seconds += elapsed
+            self.stats.count_fresh(part)
+            self.store.put_many(self.judge_id, zip(got, part), stage=self.stage, seconds_each=elapsed / len(part))
+            self.stats.calls_made += len(part)
+            self.stats.transient += sum(v.transient for v in part)
+            fresh.update(zip(got, part))
+            _fault_point(self.stats.calls_made)
+            started = time.perf_counter()  # storing is not the judge's time
+        if len(fresh) != len(todo):
+            raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")
+        return fresh
+
+    def _parts(self, comparisons: list[Comparison]) -> Iterator[list[Verdict]]:
+        """The judge's verdicts in order, in the parts to store: the executor's (Ray: one per worker
+        batch), else at most ``store_every`` comparisons per judge call (None: all in one call, e.g.
+        one Batch API job)."""
+        if hasattr(self.executor, "judge_parts"):
+            yield from self.executor.judge_parts(self.judge, comparisons)
+            return
+        size = getattr(self.judge, "store_every", PairwiseJudge.store_every) or len(comparisons)
+        for start in range(0, len(comparisons), size):
+            chunk = comparisons[start : start + size]
+            yield self.executor.judge(self.judge, chunk) if self.executor else self.judge.judge(chunk)
 
     def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
         """Pointwise scores (for a :class:`PointwiseJudge`), cached like pairwise judgments."""
@@ -380,3 +424,9 @@ class Referee:
 
     def _coin_key(self, m: Match) -> tuple:
         return (self.seed, self.judge_id, m.prompt.id, m.tag, m.x, m.y)
+
+
+def _fault_point(stored: int) -> None:
+    limit = os.environ.get(KILL_ENV, "")
+    if limit.isdigit() and stored >= int(limit):
+        os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -9,6 +9,14 @@ Every stored answer also records what it cost and when it was bought: the invoca
 and stage that paid for it, its share of the judge's wall time, tokens and money. So a study's costs are
 totals over all its invocations, even when one of them was killed (:meth:`JudgmentStore.totals`).
 Stores written before these columns existed are migrated in place (the new columns stay empty there).
+
+The store keeps only final answers: a transient failure (timeout, 5xx, out of memory, rate limit) is
+never stored, and a stored answer is never replaced, except that a missing one (unparseable, refused)
+may be replaced by asking again (``--retry-missing``, for judges that sample); then the key still holds
+one answer and its costs add up. What makes each answer reproducible is recorded with it: the judge's
+identity (model, settings, sampling, template hashes) in ``judges``, the prompt and response content
+hashes in the key, and the runtime (Python, platform, package versions, the judge's class and run-only
+backend settings such as its device) in ``runtimes`` (:meth:`JudgmentStore.provenance`).
 """
 
 from __future__ import annotations
@@ -53,6 +61,10 @@ CREATE TABLE IF NOT EXISTS scores (
     created  REAL NOT NULL,
     PRIMARY KEY (judge_id, prompt, response, sample)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runtimes (
+    id    TEXT PRIMARY KEY,
+    facts TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS invocations (
     id      TEXT PRIMARY KEY,
     started REAL NOT NULL,
@@ -63,8 +75,12 @@ CREATE TABLE IF NOT EXISTS invocations (
 # What each paid answer cost (added to both answer tables; NULL in rows stored before they existed).
 COST_COLUMNS = {"invocation": "TEXT", "stage": "TEXT", "seconds": "REAL", "input_tokens": "INTEGER",
                 "output_tokens": "INTEGER", "cost_usd": "REAL"}
-JUDGMENT_COLUMNS = ("judge_id", "prompt", "a", "b", "sample", "better", "score", "missing", "meta", "created", *COST_COLUMNS)
-SCORE_COLUMNS = ("judge_id", "prompt", "response", "sample", "value", "missing", "meta", "created", *COST_COLUMNS)
+# Added after the cost columns: the runtime an answer was bought under (an id into ``runtimes``).
+LATER_COLUMNS = {**COST_COLUMNS, "runtime": "TEXT"}
+JUDGMENT_COLUMNS = ("judge_id", "prompt", "a", "b", "sample", "better", "score", "missing", "meta", "created", *LATER_COLUMNS)
+SCORE_COLUMNS = ("judge_id", "prompt", "response", "sample", "value", "missing", "meta", "created", *LATER_COLUMNS)
+ANSWER_COLUMN = {"judgments": "better", "scores": "value"}  # NULL: the stored answer is missing
+SUMMED_COSTS = ("seconds", "input_tokens", "output_tokens", "cost_usd")  # a re-asked answer paid both times
 
 Key = tuple[str, str, str, int]  # prompt, a, b, sample (the judge id is the store view's)
 
@@ -97,39 +113,48 @@ class JudgmentStore:
         self._migrate()
         self.invocation = invocation or new_invocation_id()
         self._command, self._recorded = command, False  # the invocation is recorded with its first answer
+        self._runtimes: dict[str, str] = {}  # judge id -> the runtime its answers are recorded with
 
     def _migrate(self) -> None:
-        """Add the cost columns to a store written by an older bon (the rows it holds keep NULLs)."""
+        """Add the cost and runtime columns to a store written by an older bon (its rows keep NULLs)."""
         for table in ("judgments", "scores"):
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            for column, kind in COST_COLUMNS.items():
+            for column, kind in LATER_COLUMNS.items():
                 if column not in have:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._db.close()
 
-    def register(self, identity: dict[str, Any]) -> str:
+    def register(self, identity: dict[str, Any], runtime: dict[str, Any] | None = None) -> str:
+        """The judge's id; ``runtime`` (versions, backend settings) is recorded with every answer it stores."""
         jid = judge_id(identity)
         self._db.execute(
             "INSERT OR IGNORE INTO judges VALUES (?, ?)", (jid, json.dumps(identity, sort_keys=True, default=str))
         )
+        if runtime is not None:
+            facts = json.dumps(runtime, sort_keys=True, default=str)
+            self._runtimes[jid] = hashlib.sha256(facts.encode()).hexdigest()[:20]
+            self._db.execute("INSERT OR IGNORE INTO runtimes VALUES (?, ?)", (self._runtimes[jid], facts))
         return jid
 
-    def get_many(self, jid: str, keys: Sequence[Key]) -> dict[Key, Verdict]:
-        """Stored verdicts for the keys that have one."""
+    def get_many(self, jid: str, keys: Sequence[Key], retry_missing: bool = False) -> dict[Key, Verdict]:
+        """Stored verdicts for the keys that have one; with ``retry_missing``, missing answers stored by
+        earlier invocations count as not stored (so they are asked again, once per invocation)."""
         found: dict[Key, Verdict] = {}
         wanted = set(keys)
         for chunk in _chunks(sorted(wanted), 200):
             prompts = sorted({k[0] for k in chunk})
             marks = ",".join("?" * len(prompts))
             rows = self._db.execute(
-                f"SELECT prompt, a, b, sample, better, score, missing, meta FROM judgments "
+                f"SELECT prompt, a, b, sample, better, score, missing, meta, invocation FROM judgments "
                 f"WHERE judge_id = ? AND prompt IN ({marks})",
                 (jid, *prompts),
             )
-            for prompt, a, b, sample, better, score, missing, meta in rows:
+            for prompt, a, b, sample, better, score, missing, meta, bought_by in rows:
                 key = (prompt, a, b, sample)
+                if retry_missing and better is None and bought_by != self.invocation:
+                    continue
                 if key in wanted:
                     found[key] = Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
         return found
@@ -137,24 +162,44 @@ class JudgmentStore:
     def put_many(self, jid: str, items: Iterable[tuple[Key, Verdict]], stage: str = "", seconds_each: float = 0.0) -> None:
         """Store verdicts in one transaction, each with what it cost (``seconds_each``: its share of the
         batch's wall time). Transient failures are not stored: a rerun retries them."""
-        now = time.time()
+        now, runtime = time.time(), self._runtimes.get(jid)
         rows = [
             (jid, *key, v.better, v.score, v.missing, json.dumps(v.meta, default=str), now,
-             self.invocation, stage, seconds_each, *usage_of(v.meta))
+             self.invocation, stage, seconds_each, *usage_of(v.meta), runtime)
             for key, v in items
             if not v.transient
         ]
         self._insert("judgments", JUDGMENT_COLUMNS, rows)
 
     def _insert(self, table: str, columns: Sequence[str], rows: list[tuple]) -> None:
+        """One transaction. A key already stored keeps its answer (another process may have stored it
+        first); only a missing one is replaced, its costs added to the new answer's."""
         if not rows:
             return
         if not self._recorded:
             self._db.execute("INSERT OR IGNORE INTO invocations VALUES (?, ?, ?)", (self.invocation, time.time(), self._command))
             self._recorded = True
-        sql = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        answer = ANSWER_COLUMN[table]
+        keys = columns[: columns.index(answer)]
+        updates = [f"{c} = COALESCE({table}.{c}, 0) + COALESCE(excluded.{c}, 0)" if c in SUMMED_COSTS else f"{c} = excluded.{c}"
+                   for c in columns if c not in keys]
+        sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+               f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(updates)} WHERE {table}.{answer} IS NULL")
         with _transaction(self._db):
             self._db.executemany(sql, rows)
+
+    def provenance(self, jid: str, key: Key) -> dict[str, Any] | None:
+        """What makes one stored answer reproducible: the judge's identity (model, settings, sampling),
+        the content hashes of its key and the runtime it was bought under (None: not stored)."""
+        row = self._db.execute(
+            "SELECT j.identity, r.facts, t.invocation, t.stage FROM judgments t JOIN judges j USING (judge_id) "
+            "LEFT JOIN runtimes r ON r.id = t.runtime WHERE t.judge_id = ? AND t.prompt = ? AND t.a = ? AND t.b = ? "
+            "AND t.sample = ?", (jid, *key)).fetchone()
+        if row is None:
+            return None
+        identity, facts, invocation, stage = row
+        return {"judge_id": jid, "identity": json.loads(identity), **dict(zip(("prompt", "a", "b", "sample"), key)),
+                "runtime": json.loads(facts) if facts else None, "invocation": invocation, "stage": stage}
 
     def get_scores(self, jid: str, keys: Sequence[tuple[str, str, int]]) -> dict[tuple[str, str, int], Score]:
         """Stored pointwise scores for (prompt, response, sample) keys."""
@@ -170,9 +215,9 @@ class JudgmentStore:
 
     def put_scores(self, jid: str, items: Iterable[tuple[tuple[str, str, int], Score]], stage: str = "",
                    seconds_each: float = 0.0) -> None:
-        now = time.time()
+        now, runtime = time.time(), self._runtimes.get(jid)
         rows = [(jid, *key, s.value, s.missing, json.dumps(s.details, default=str), now,
-                 self.invocation, stage, seconds_each, *usage_of(s.details)) for key, s in items]
+                 self.invocation, stage, seconds_each, *usage_of(s.details), runtime) for key, s in items if not s.transient]
         self._insert("scores", SCORE_COLUMNS, rows)
 
     def totals(self, jid: str, invocations: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -31,7 +31,7 @@ from bon.runfolder import RunFolder, write_json, write_text
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
-from bon.stages.pool import BufferedStore, flush_into, run_jobs, worker_count
+from bon.stages.pool import run_jobs, worker_count
 from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import select, strategy_label
@@ -167,6 +167,9 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
                                                                executor, identities["judges"])
     lap("judge_and_select")
 
+    transient = sum(int(s["last_invocation"].get("transient", 0)) for s in judge_stats.values())
+    pending = {"judge calls": transient} if transient else {}  # asked again by a rerun (exit 3 says so)
+
     write_text(run.picks, "".join(json.dumps(p) + "\n" for p in picks))
     if cfg.shard:  # one shard's numbers are not the study's: its results and the stats `bon merge` sums, no report
         from analysis.bon_metrics import results_table
@@ -174,10 +177,12 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
         results = results_table(picks, scores, accuracies, cfg.n)
         results.to_csv(run.results, index=False, float_format="%.6g")
         stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
-        return StudyOutcome(run, results, pd.DataFrame(), stats, stopped)
+        return StudyOutcome(run, results, pd.DataFrame(), stats, stopped, pending)
     honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader_flags(cfg, identities),
                "skipped_without_truth": preference.skipped_no_truth}
-    return analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+    outcome = analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+    outcome.pending = pending
+    return outcome
 
 
 def shared_grader_flags(cfg: StudyConfig, identities: dict[str, Any]) -> dict[str, str]:
@@ -215,7 +220,6 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     and released before the next. Returns (accuracies, stats, picks, why the budget stopped it or
     None); what was done before a stop is kept. The stats are the study's totals over all invocations
     (see :mod:`bon.accounting`)."""
-    store = JudgmentStore(run.store, invocation=ledger.entry["id"], command=ledger.entry["command"])
     budget = Budget(cfg.max_calls)
     accuracies: dict[str, dict[str, float]] = {}
     judge_stats: dict[str, Any] = {}
@@ -224,22 +228,26 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     specs = [official_spec(spec, cfg.official) for spec in cfg.judges]
     workers = _local_workers(cfg, executor, "judge", specs)
 
-    def one_judge(i: int) -> dict[str, Any]:
-        own = BufferedStore(run.store) if workers > 1 else store  # forked workers never write the store
-        try:
-            done = _judge_one(run, cfg, specs[i], strategy, bon_prompts, candidates, list(pair_counts), own, budget, executor)
-        finally:
-            finished("judge", specs[i].label)  # the judge's last reference died with _judge_one's frame
-        return {**done, "pending": own.pending()} if isinstance(own, BufferedStore) else done
+    def open_store() -> JudgmentStore:
+        return JudgmentStore(run.store, invocation=ledger.entry["id"], command=ledger.entry["command"])
 
+    def one_judge(i: int) -> dict[str, Any]:
+        store = open_store()  # where the judge runs (after the fork in a worker): answers are stored as they come
+        try:
+            return _judge_one(run, cfg, specs[i], strategy, bon_prompts, candidates, list(pair_counts), store, budget, executor)
+        finally:
+            store.close()
+            finished("judge", specs[i].label)  # the judge's last reference died with _judge_one's frame
+
+    open_store().close()  # schema, WAL mode and migrations once, before any worker opens the file
+    books: JudgmentStore | None = None  # the driver's connection, opened once every worker is forked
     try:
         for done in run_jobs(one_judge, len(specs), workers):
-            if "pending" in done:
-                flush_into(store, done.pop("pending"))  # in judge order, so the store is the same either way
+            books = books or open_store()
             name = done["name"]
             for stage, seconds in done["walls"].items():
                 ledger.judge_wall(name, stage, seconds)
-            cost = judge_accounting(store, done["judge_id"], name, ledger, done["last"])
+            cost = judge_accounting(books, done["judge_id"], name, ledger, done["last"])
             cost["mmrb2"]["tasks"] = done["bench"]
             cost["selection"]["strategy"] = strategy_label(strategy)
             accuracies[name], judge_stats[name] = done["accuracy"], cost
@@ -251,7 +259,8 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
-        store.close()
+        if books is not None:
+            books.close()
     return accuracies, judge_stats, picks, stopped
 
 
@@ -259,10 +268,10 @@ def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon
                candidates: dict[str, dict[str, list[Candidate]]], tasks: list[str], store: JudgmentStore, budget: Budget,
                executor) -> dict[str, Any]:
     """One judge's preference-set accuracy, picks and this invocation's counters; the judge is loaded
-    here and closed on return. Runs in the driver or in a forked worker (then ``store`` only buffers)."""
+    here and closed on return. Runs in the driver or in a forked worker, with its own store connection."""
     with loaded(spec, "judge") as judge:
-        refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage, executor=executor)
-                for stage in JUDGE_STAGES}
+        refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage, executor=executor,
+                               retry_missing=cfg.retry_missing) for stage in JUDGE_STAGES}
         started = time.perf_counter()
         accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
         walls = {"mmrb2": time.perf_counter() - started}

@@ -122,6 +122,11 @@ class OpenAICompatibleJudge(RubricJudge):
                                        max_tokens_param=max_tokens_param)
         self.model, self.api_key_env = self.endpoint.model, self.endpoint.api_key_env
         self.totals = self.endpoint.totals
+        # stored every few rounds of requests in flight (a kill loses at most that many paid answers);
+        # a Batch API job's answers arrive together, so one job per referee batch
+        self.store_every = None if self.batch else 4 * self.endpoint.concurrency
+        # unless told temperature 0, a provider samples: an unparseable answer may parse when asked again
+        self.samples_answers = temperature is None or float(temperature) > 0
 
     def close(self) -> None:
         self.endpoint.close()

@@ -101,6 +101,7 @@ class TransformersVlmJudge(RubricJudge):
                                device_map=device_map, attn_implementation=attn_implementation,
                                chat_template_kwargs=chat_template_kwargs, batch_size=int(batch_size))
         self._letters: dict[str, tuple[list[int], list[int]]] = {}
+        self.store_every = max(self.store_every or 0, int(batch_size))  # each part the referee asks holds a full batch
 
     def close(self) -> None:
         self.backend.close()

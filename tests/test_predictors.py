@@ -103,24 +103,6 @@ def test_judges_sharing_the_verifiers_grader_are_flagged_with_their_residual():
     assert row["expected_gain"] == pytest.approx(0.3) and row["residual"] == pytest.approx(0.2)
 
 
-def test_worker_store_writes_nothing_until_the_driver_flushes(tmp_path):
-    from bon.protocol import Verdict
-    from bon.stages.pool import BufferedStore, flush_into
-    from bon.store import JudgmentStore
-
-    real = JudgmentStore(tmp_path / "j.sqlite")
-    old = real.register({"name": "x"})
-    real.put_many(old, [(("p", "a", "b", 0), Verdict("A", 5))])
-    worker = BufferedStore(tmp_path / "j.sqlite")
-    jid = worker.register({"name": "x"})
-    assert jid == old and worker.get_many(jid, [("p", "a", "b", 0)])[("p", "a", "b", 0)].better == "A"
-    worker.put_many(jid, [(("p", "b", "a", 0), Verdict("B", 2)), (("p", "c", "a", 0), Verdict.failed("t", transient=True))])
-    assert worker.get_many(jid, [("p", "b", "a", 0)])[("p", "b", "a", 0)].better == "B"
-    assert real.count(jid) == 1  # nothing written by the worker
-    flush_into(real, worker.pending())
-    assert real.count(jid) == 2  # the transient failure is never stored
-
-
 def test_same_model_flag_comes_from_the_real_mmrb2_files(tmp_path):
     import json
     import os

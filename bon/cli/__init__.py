@@ -70,6 +70,12 @@ def json_option(what: str = "the printed numbers") -> Callable:
                         help=f"Also write {what} as JSON to FILE.", metavar="FILE")
 
 
+def retry_missing_option() -> Callable:
+    """``--retry-missing``: stored missing answers (unparseable, refused) of judges that sample are asked again."""
+    return click.option("--retry-missing", is_flag=True,
+                        help="Ask again the missing (unparseable) answers earlier runs stored, for judges that sample.")
+
+
 def run_option(help_text: str = "An existing run folder.") -> Callable:
     return click.option("--run", "run_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
                         metavar="DIR", help=help_text)

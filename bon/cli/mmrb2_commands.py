@@ -9,7 +9,8 @@ from typing import Any, Mapping, Optional
 
 import click
 
-from bon.cli import check_output_file, json_option, mmrb2_app, out, parse_options, plugin_options, write_numbers
+from bon.cli import (check_output_file, json_option, mmrb2_app, out, parse_options, plugin_options, retry_missing_option,
+                     write_numbers)
 from bon.errors import BonError
 from bon.tasks import SPELLINGS, TASKS, Task, parse_task
 
@@ -82,8 +83,9 @@ def _percent(value: float | None) -> str:
               help="Judgment store (default: judgments.sqlite beside --out-file).")
 @click.option("--official-prompts", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="A local MMRB2 checkout: MLLM judges use its official rubric text instead of bon's own.")
+@retry_missing_option()
 def mmrb2_judge(judge_spec: str, judge_options: tuple[str, ...], bench_dir: Path, task: str, out_file: Path, samples: int,
-                limit: Optional[int], store_path: Optional[Path], official_prompts: Optional[Path]) -> None:
+                limit: Optional[int], store_path: Optional[Path], official_prompts: Optional[Path], retry_missing: bool) -> None:
     """Ask a judge every pair in both orders; write an official judgment file as it goes (resumable)."""
     from bon import mmrb2, registry
     from bon.referee import Referee
@@ -100,7 +102,7 @@ def mmrb2_judge(judge_spec: str, judge_options: tuple[str, ...], bench_dir: Path
     done = mmrb2.load_judgments(out_file) if out_file.exists() else {}
     store = JudgmentStore(store_path or out_file.parent / "judgments.sqlite")
     try:
-        referee = Referee(judge, store, samples=samples)
+        referee = Referee(judge, store, samples=samples, retry_missing=retry_missing)
         save = lambda data: mmrb2.write_judgments(out_file, data)  # noqa: E731
         result = judge_pairs(bench_dir, task, referee, limit=limit, done=done, save=save)
         save(result)

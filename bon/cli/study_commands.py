@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
-                     write_numbers)
+from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
+                     run_option, write_numbers)
 from bon.errors import BonError
 
 
@@ -29,16 +29,17 @@ from bon.errors import BonError
 @click.option("--strategy", default="knockout", show_default=True, metavar="NAME", help="Selection strategy.")
 @plugin_options("strategy")
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, metavar="M", help="Stop after this many new judge calls.")
+@retry_missing_option()
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where stage work runs (default: local).")
 @json_option("the summary table")
 def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy_options: tuple[str, ...],
-         max_calls: Optional[int], executor: Optional[str], json_out: Optional[Path]) -> None:
+         max_calls: Optional[int], retry_missing: bool, executor: Optional[str], json_out: Optional[Path]) -> None:
     """Run the offline synthetic study end to end (CPU, no network) and summarise it."""
     from bon.demo import demo_config
 
     cfg = demo_config(out=out_dir, prompts=prompts, n=n, seed=seed, strategy=strategy)
     cfg.strategy.options = parse_options(strategy_options, "--strategy-option")
-    cfg.max_calls = max_calls
+    cfg.max_calls, cfg.retry_missing = max_calls, retry_missing
     cfg.executor = {"name": executor} if executor else cfg.executor
     _run(cfg, json_out, "demo")
 
@@ -50,6 +51,7 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy
 @click.option("--strategy", default=None, metavar="NAME", help="Selection strategy instead of the config's.")
 @plugin_options("strategy")
 @click.option("--max-calls", type=click.IntRange(min=0), default=None, metavar="M", help="Stop after this many new judge calls.")
+@retry_missing_option()
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M",
               help="Only the first M prompts per task (a quick look; a study of its own).")
 @click.option("--shard", default=None, metavar="I/K", help="Run only the I-th of K prompt shards (join them with bon merge).")
@@ -57,13 +59,13 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy
 @click.option("--dry-run", is_flag=True, help="Print each stage's models, memory, calls and API cost; load and call nothing.")
 @json_option("the summary table")
 def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy_options: tuple[str, ...],
-        max_calls: Optional[int], limit: Optional[int], shard: Optional[str], executor: Optional[str], dry_run: bool,
+        max_calls: Optional[int], retry_missing: bool, limit: Optional[int], shard: Optional[str], executor: Optional[str], dry_run: bool,
         json_out: Optional[Path]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
     overrides: dict[str, Any] = {"out": str(out_dir) if out_dir else None, "max_calls": max_calls, "shard": shard,
-                                 "executor": _executor_override(config, executor)}
+                                 "executor": _executor_override(config, executor), "retry_missing": retry_missing or None}
     cfg = load_config(config, overrides)
     if strategy or strategy_options:
         cfg.strategy.name = strategy or cfg.strategy.name
@@ -196,6 +198,7 @@ def _judge_on_a_study(labelled_in: str) -> Callable:
         click.option("--strategy", "strategy_spec", default="knockout", show_default=True, metavar="NAME",
                      help="knockout, round-robin, pointwise..."),
         plugin_options("strategy", "Strategy option, e.g. aggregate=borda (YAML value), repeatable."),
+        retry_missing_option(),
     ]
 
     def apply(command: Callable) -> Callable:
@@ -238,14 +241,14 @@ def _check_n(n: Optional[int], study_n: int) -> Optional[int]:
 
 
 @contextmanager
-def _referee(study, judge, command: str) -> Iterator[Any]:
+def _referee(study, judge, command: str, retry_missing: bool = False) -> Iterator[Any]:
     """A referee for ``judge`` on the study's judgment store (closed afterwards), with its samples and seed."""
     from bon.referee import Referee
     from bon.store import JudgmentStore
 
     store = JudgmentStore(study.run.store, command=command)
     try:
-        yield Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage=command)
+        yield Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed, stage=command, retry_missing=retry_missing)
     finally:
         store.close()
 
@@ -255,7 +258,7 @@ def _referee(study, judge, command: str) -> Iterator[Any]:
 @click.option("--n", "n", type=int, default=None, metavar="N", help="Use only the first n candidates of each prompt (2 ≤ n ≤ N).")
 @json_option("calls, results and picks")
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
-           strategy_options: tuple[str, ...], n: Optional[int], json_out: Optional[Path]) -> None:
+           strategy_options: tuple[str, ...], retry_missing: bool, n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
     from analysis.bon_metrics import results_table
     from bon.runfolder import write_text
@@ -266,7 +269,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     n = _check_n(n, study.cfg.n)
     check_output_file(json_out)
     candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
-    with _referee(study, judge, "select") as referee:
+    with _referee(study, judge, "select", retry_missing) as referee:
         started = time.perf_counter()
         picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
         wall = time.perf_counter() - started
@@ -293,7 +296,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
 @click.option("--subsets", type=click.IntRange(min=1), default=20, metavar="K", show_default=True, help="Random n-subsets per prompt.")
 @json_option("the curve")
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
-          strategy_options: tuple[str, ...], subsets: int, json_out: Optional[Path]) -> None:
+          strategy_options: tuple[str, ...], retry_missing: bool, subsets: int, json_out: Optional[Path]) -> None:
     """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
     from bon.runfolder import write_json
     from bon.stages.curves import bon_curve
@@ -301,7 +304,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
     check_output_file(json_out)
-    with _referee(study, judge, "curve") as referee:
+    with _referee(study, judge, "curve", retry_missing) as referee:
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
     out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
     for r in rows:

@@ -7,9 +7,9 @@ gives exactly that (dynamic dispatch to idle actors, ordered results) without a 
 Each actor builds a plugin from its spec once and keeps it while that stage lasts (one model at a
 time on an actor's GPU); actors are created with ``max_restarts=-1, max_task_retries=-1``, so a
 killed worker process is restarted and its task retried: nothing the driver stored is asked again,
-since the driver stores only what came back. Workers return candidates with their pixels, scores
-and verdicts; they read prompt and candidate images by path, so on a multi-node cluster the run
-folder must be on a shared filesystem.
+since the driver stores only what came back (a judge's verdicts batch by batch, as each returns).
+Workers return candidates with their pixels, scores and verdicts; they read prompt and candidate
+images by path, so on a multi-node cluster the run folder must be on a shared filesystem.
 """
 
 from __future__ import annotations
@@ -162,11 +162,12 @@ class RayExecutor:
 
     def judge(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """A round's comparisons in batches over the actor pool, verdicts back in order."""
+        return [v for part in self.judge_parts(judge, comparisons) for v in part]
+
+    def judge_parts(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> Iterator[list[Verdict]]:
+        """The verdicts of each batch, in order, as the batches come back (the referee stores each at once)."""
         label = self._label("judge", judge.name)
-        verdicts: list[Verdict] = []
-        for part in self._map(lambda a, chunk: a.judge.remote(label, chunk), self._chunks(list(comparisons))):
-            verdicts += part
-        return verdicts
+        yield from self._map(lambda a, chunk: a.judge.remote(label, chunk), self._chunks(list(comparisons)))
 
     def _map(self, submit: Callable, tasks: list) -> Iterator[Any]:
         """Results in task order; a plugin's own one-line error (BonError) stays one line."""

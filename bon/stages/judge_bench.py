@@ -47,16 +47,22 @@ def judgment_entry(verdict: Verdict, evaluator: str) -> dict[str, Any]:
     return {"judgement": verdict.better, "evaluator": evaluator, "metadata": {"score": verdict.score, **verdict.meta}}
 
 
-def is_complete(entry: Any, samples: int) -> bool:
+def is_complete(entry: Any, samples: int, retry_missing: bool = False) -> bool:
     """A pair already judged: ``samples`` answers (or lasting failures) in each direction. A transient
-    failure (timeout, rate limit) does not count, so a rerun asks again."""
+    failure (timeout, rate limit) does not count, so a rerun asks again; with ``retry_missing`` no
+    missing answer counts."""
     if not isinstance(entry, dict):
         return False
     for d in ("forward", "reverse"):
-        got = entry.get(d) or []
-        if len(got) < samples or any((s.get("metadata") or {}).get("transient") for s in got[:samples] if isinstance(s, dict)):
+        got = [s for s in (entry.get(d) or [])[:samples] if isinstance(s, dict)]
+        if len(got) < samples or any(_unfinished(s, retry_missing) for s in got):
             return False
     return True
+
+
+def _unfinished(answer: dict, retry_missing: bool) -> bool:
+    meta = answer.get("metadata") or {}
+    return bool(meta.get("transient")) or (retry_missing and not answer.get("judgement"))
 
 
 def judge_pairs(
@@ -75,7 +81,7 @@ def judge_pairs(
     task = parse_task(task)
     pairs = load_pairs(find_task_file(bench_dir, task))[:limit]
     samples = referee.samples
-    out: dict[str, dict] = {p.id: done[p.id] for p in pairs if done and is_complete(done.get(p.id), samples)}
+    out: dict[str, dict] = {p.id: done[p.id] for p in pairs if done and is_complete(done.get(p.id), samples, referee.retry_missing)}
     todo = [p for p in pairs if p.id not in out]
     with bar(f"mmrb2 {task.scorer} ({referee.judge.name})", len(pairs)) as progress:
         progress.advance(len(out))
