@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bon.content import Content, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, Stopped
 from bon.plugins import PairwiseJudge, PointwiseJudge, Score
 from bon.protocol import Comparison, MatchResult, Verdict, decide_match
 from bon.store import JudgmentStore, usage_of
 from bon.swap import SwapPolicy
 
 
-class BudgetExhausted(BonError):
+class BudgetExhausted(Stopped):
     """Raised when ``max_calls`` new judge calls have been made; everything so far is stored."""
 
 

@@ -1,0 +1,213 @@
+"""Served judges (``serve:`` on a judge entry): bon starts the servers when the judge's stage starts,
+spreads each batch over the replicas and stops them at the end, also on errors and interrupts; a
+replica killed mid-stage ends the run with exit 3, and the rerun ends where an uninterrupted run ends.
+
+The servers are tests/standin_server.py, started by bon as real subprocesses with the real ``vllm
+serve`` / ``sglang.launch_server`` command lines (``serve.launcher`` replaces only the program). The
+Ray path is in tests/test_ray_executor.py (one small cluster for the module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bon.cli import main
+from bon.config import parse_config
+from bon.content import Candidate, Content, Prompt
+from bon.errors import BonError
+from bon.lifecycle import loaded
+from bon.protocol import Comparison
+
+pytest.importorskip("openai")
+
+STANDIN = Path(__file__).resolve().parent / "standin_server.py"
+
+
+def served_study(out: Path, record: Path, replicas: int = 2, die: tuple[int, Path] | None = None,
+                 engine: str = "vllm") -> dict:
+    """A tiny study (one task, one generator, N = 3) with one served judge and one synthetic judge."""
+    launcher = [sys.executable, str(STANDIN), "--record", str(record)]
+    if die:
+        launcher += ["--die-after", str(die[0]), "--die-marker", str(die[1])]
+    serve = {"engine": engine, "replicas": replicas, "launcher": launcher, "startup_timeout": 30}
+    return {
+        "out": str(out), "seed": 4, "n": 3, "tasks": ["t2i"], "suite": {"name": "synthetic", "per_task": 3},
+        "preference": {"prompts_per_task": 2, "pairs_per_prompt": 2},
+        "generators": [{"name": "synthetic", "label": "strong", "options": {"skill": "strong"}}],
+        "verifier": {"name": "synthetic"},
+        "judges": [{"name": "openai-compatible:org/judge-7b", "label": "served", "serve": serve,
+                    "options": {"max_retries": 0, "timeout": 10, "concurrency": 4, "max_image_side": 64}},
+                   "colour-hist"],
+    }
+
+
+def write_config(tmp_path: Path, name: str, study: dict) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def servers(record: Path) -> list[dict]:
+    """Every stand-in server that started, with how many requests it answered."""
+    out = []
+    for info in sorted(record.glob("*.json")):
+        entry = json.loads(info.read_text())
+        requests = record / f"{entry['pid']}.requests"
+        entry["requests"] = len(requests.read_text().split()) if requests.exists() else 0
+        out.append(entry)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by a parent) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def assert_all_stopped(record: Path) -> None:
+    deadline = time.monotonic() + 5
+    while any(alive(s["pid"]) for s in servers(record)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert servers(record) and not [s["pid"] for s in servers(record) if alive(s["pid"])]
+
+
+def outcome(run: Path) -> dict:
+    """What the study decided: picks, results and every stored verdict (without latencies)."""
+    import sqlite3
+
+    db = sqlite3.connect(run / "judgments.sqlite")
+    try:
+        verdicts = sorted(db.execute("SELECT prompt, a, b, sample, better, score, missing FROM judgments"))
+    finally:
+        db.close()
+    return {"picks": (run / "picks.jsonl").read_text(), "results": (run / "results.csv").read_text(), "verdicts": verdicts}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The uninterrupted local run with two replicas."""
+    tmp = tmp_path_factory.mktemp("whole")
+    record = tmp / "servers"
+    record.mkdir()
+    assert main(["run", str(write_config(tmp, "whole", served_study(tmp / "run", record)))]) == 0
+    return tmp / "run", record
+
+
+def test_two_replicas_share_every_round_and_stop_with_the_stage(whole):
+    run, record = whole
+    started = servers(record)
+    assert len(started) == 2 and all(s["requests"] > 0 for s in started)  # both replicas answered
+    assert {s["engine"] for s in started} == {"vllm"} and {s["served"] for s in started} == {"org/judge-7b"}
+    assert {s["gpus"] for s in started} == {"0", "1"}  # each replica on its own GPU
+    assert {(s["tensor_parallel"], s["data_parallel"]) for s in started} == {("1", "1")}
+    stats = json.loads((run / "stats.json").read_text())["judges"]["served"]
+    assert sum(s["requests"] for s in started) == stats["calls_made"] > 0
+    assert stats["missing"] == 0
+    assert_all_stopped(record)
+
+
+def test_a_replica_killed_mid_stage_exits_3_and_the_rerun_completes_it(whole, tmp_path):
+    record = tmp_path / "servers"
+    record.mkdir()
+    study = served_study(tmp_path / "run", record, die=(3, tmp_path / "died"))
+    config = write_config(tmp_path, "dying", study)
+    assert main(["run", str(config)]) == 3
+    assert (tmp_path / "died").exists()
+    assert_all_stopped(record)  # the survivor was stopped too
+    answered = outcome(tmp_path / "run")["verdicts"]
+    assert answered and all(v[4] in ("A", "B") for v in answered)  # what was answered is kept; no failure stored
+    assert main(["run", str(config)]) == 0
+    assert outcome(tmp_path / "run") == outcome(whole[0])
+    assert_all_stopped(record)
+
+
+def test_dry_run_shows_replicas_gpus_calls_and_the_launch_command(tmp_path, capsys):
+    study = served_study(tmp_path / "run", tmp_path)
+    study["judges"][0]["serve"] = {"engine": "vllm", "tensor_parallel": 2, "replicas": 2, "args": ["--max-model-len", "8192"]}
+    study["devices"] = {"memory_gb": 80, "count": 4}
+    assert main(["run", str(write_config(tmp_path, "plan", study)), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "serve served: vllm, 2 replicas x 2 GPUs = 4 GPUs (tensor_parallel 2, data_parallel 1)" in text
+    assert ("vllm serve org/judge-7b --host 127.0.0.1 --port PORT --served-model-name org/judge-7b "
+            "--tensor-parallel-size 2 --data-parallel-size 1 --max-model-len 8192") in text
+    assert "over 2 replicas, ~" in text and "[org/judge-7b (vllm)]" in text
+    assert not (tmp_path / "run").exists()
+    study["devices"]["count"] = 2  # 4 GPUs wanted on a machine with 2: one line, exit 2
+    assert main(["run", str(write_config(tmp_path, "plan", study)), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "serves vllm, 2 replicas x 2 GPUs = 4 GPUs" in err[0] and "has 2" in err[0]
+
+
+def test_sglang_command_line(tmp_path):
+    from bon.serve import ServeSettings
+
+    cfg = parse_config(served_study(tmp_path / "run", tmp_path, engine="sglang"), where="c.yaml")
+    settings = ServeSettings.of({**cfg.judges[0].serve, "launcher": None, "tensor_parallel": 2, "data_parallel": 2})
+    assert settings.command(30000) == [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/judge-7b",
+                                       "--host", "127.0.0.1", "--port", "30000", "--served-model-name", "org/judge-7b",
+                                       "--tp-size", "2", "--dp-size", "2"]
+
+
+@pytest.mark.parametrize("serve, options, wanted", [
+    ({"engine": "tgi"}, {}, "serve: engine must be vllm or sglang, got 'tgi'"),
+    ({"engine": "vllm", "replica": 2}, {}, "serve: unknown key(s) replica (known: engine, model,"),
+    ({"engine": "vllm", "replicas": 0}, {}, "serve: replicas must be an integer of at least 1, got 0"),
+    ({"engine": "vllm", "tensor_parallel": 2, "gpus_per_replica": 1}, {}, "gpus_per_replica 1 is less than"),
+    ({"engine": "vllm", "args": {"a": 1}}, {}, "serve: args must be a list of command-line words"),
+    ("vllm", {"base_url": "http://h:8000/v1"}, "serve: remove options.base_url"),
+    ("vllm", {"batch": True}, "serve: options.batch is the OpenAI Batch API"),
+])
+def test_bad_serve_settings_are_one_line_naming_the_key(tmp_path, serve, options, wanted):
+    study = served_study(tmp_path / "run", tmp_path)
+    study["judges"][0]["serve"], study["judges"][0]["options"] = serve, options
+    with pytest.raises(BonError) as err:
+        parse_config(study, where="c.yaml")
+    assert str(err.value).startswith("c.yaml: judges[0]: serve") and wanted in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_only_http_judges_can_be_served(tmp_path):
+    study = served_study(tmp_path / "run", tmp_path)
+    study["judges"][1] = {"name": "colour-hist", "serve": "vllm"}
+    with pytest.raises(BonError, match=r"judges\[1\]: serve: this judge does not talk to a server"):
+        parse_config(study, where="c.yaml")
+
+
+def comparison(k: int) -> Comparison:
+    prompt = Prompt(id=f"p{k}", task="t2i", content=Content.of(f"a red square {k}"))
+    return Comparison(prompt, Content.of(f"left {k}"), Content.of(f"right {k}"))
+
+
+def test_an_interrupt_or_a_failing_start_leaves_no_server_running(tmp_path):
+    record = tmp_path / "servers"
+    record.mkdir()
+    spec = parse_config(served_study(tmp_path / "run", record), where="c.yaml").judges[0]
+    with pytest.raises(KeyboardInterrupt):
+        with loaded(spec, "judge") as judge:
+            assert [v.better in ("A", "B") for v in judge.judge([comparison(k) for k in range(4)])] == [True] * 4
+            raise KeyboardInterrupt
+    assert_all_stopped(record)
+    broken = dict(spec.serve, launcher=[sys.executable, "-c", "print('CUDA out of memory'); raise SystemExit(1)"])
+    with loaded(type(spec)(spec.name, spec.label, spec.options, serve=broken), "judge") as judge:
+        with pytest.raises(BonError, match=r"judge served: replica 0 .*exited with code 1 before it was ready "
+                                           r"\(CUDA out of memory; log: "):
+            judge.judge([comparison(0)])
+    pid_file = tmp_path / "hung.pid"
+    sleeper = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    hung = dict(spec.serve, launcher=[sys.executable, "-c", sleeper], startup_timeout=0.5, replicas=1)
+    with loaded(type(spec)(spec.name, spec.label, spec.options, serve=hung), "judge") as judge:
+        with pytest.raises(BonError, match=r"not healthy \(GET /health\) within startup_timeout 0.5 s"):
+            judge.judge([comparison(0)])
+    assert not alive(int(pid_file.read_text()))
