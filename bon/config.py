@@ -228,9 +228,8 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
 
 def _serve(spec: PluginSpec, raw: Any, here: str) -> None:
     """A served judge: its ``serve:`` checked, and no API key asked for unless its options name one."""
-    from bon.serve import check_servable, parse_serve
+    from bon.serve import check_servable, judge_model, parse_serve
 
-    plugin, from_spec = registry.parse_spec(spec.name)
-    check_servable(registry.resolve("judge", plugin), spec.options, here)
-    spec.serve = parse_serve(raw, spec.options.get("model") or from_spec.get("model"), here)
+    check_servable(registry.resolve("judge", registry.parse_spec(spec.name)[0]), spec.options, here)
+    spec.serve = parse_serve(raw, judge_model(spec), here)
     spec.options.setdefault("api_key_env", None)

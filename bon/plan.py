@@ -158,7 +158,7 @@ def _stage(name: str, spec: PluginSpec, kind: str, calls: str) -> Stage:
     if spec.serve is not None:  # bon runs the server: its weights are on this study's GPUs, not an API's
         from bon.serve import ServeSettings
 
-        serve = ServeSettings.of(spec.serve)
+        serve = ServeSettings.of(spec)
         spec = PluginSpec(registry.parse_spec(spec.name)[0], spec.label, {"model": serve.model}, spec.memory_gb, spec.serve)
     models = list(model_refs(spec, kind))
     local = [m for m in models if not m.remote]

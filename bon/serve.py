@@ -70,8 +70,10 @@ class ServeSettings:
     startup_timeout: float = 1800.0
 
     @classmethod
-    def of(cls, serve: dict[str, Any]) -> "ServeSettings":
-        return cls(**{**serve, "args": tuple(serve.get("args") or ()),
+    def of(cls, spec: Any) -> "ServeSettings":
+        """The settings of a served judge's PluginSpec (its ``serve`` as :func:`parse_serve` left it)."""
+        serve = spec.serve
+        return cls(**{**serve, "served_name": judge_model(spec), "args": tuple(serve.get("args") or ()),
                       "launcher": tuple(serve["launcher"]) if serve.get("launcher") else None})
 
     @property
@@ -110,7 +112,7 @@ def parse_serve(raw: Any, model: str | None, where: str) -> dict[str, Any]:
         raise BonError(f"{here}: engine must be {' or '.join(ENGINES)}, got {raw.get('engine')!r}")
     if not model:
         raise BonError(f"{here}: the judge names no model (openai-compatible:MODEL), so there is nothing to serve")
-    out: dict[str, Any] = {"engine": raw["engine"], "served_name": str(model)}
+    out: dict[str, Any] = {"engine": raw["engine"]}
     out["model"] = raw.get("model", model)
     if not isinstance(out["model"], str) or not out["model"].strip():
         raise BonError(f"{here}: model must be a model name or folder, got {out['model']!r}")
@@ -131,6 +133,13 @@ def parse_serve(raw: Any, model: str | None, where: str) -> dict[str, Any]:
         raise BonError(f"{here}: startup_timeout must be a positive number of seconds, got {timeout!r}")
     out["startup_timeout"] = float(timeout)
     return out
+
+
+def judge_model(spec: Any) -> str | None:
+    """The model a judge spec's requests name (``openai-compatible:MODEL`` or its ``model`` option)."""
+    from bon import registry
+
+    return spec.options.get("model") or registry.parse_spec(spec.name)[1].get("model")
 
 
 def check_servable(factory: Any, options: dict[str, Any], where: str) -> None:
@@ -303,7 +312,7 @@ class LocalReplica:
 
     def __init__(self, spec: Any, index: int, port: int | None = None, gpus: str | None = None, log_dir: Path | None = None):
         self.spec, self.index = spec, index
-        self.settings = ServeSettings.of(spec.serve)
+        self.settings = ServeSettings.of(spec)
         self.port = port or free_port()
         self.root = f"http://{HOST}:{self.port}"
         self.where = f"judge {spec.label}: replica {index} ({self.settings.engine} on {HOST}:{self.port}" + \
@@ -404,7 +413,7 @@ class ServedJudge:
 
     def __init__(self, spec: Any):
         self.spec, self.name = spec, spec.label
-        self.settings = ServeSettings.of(spec.serve)
+        self.settings = ServeSettings.of(spec)
         self._client = client(spec, PLACEHOLDER_URL, preflight=False)  # options checked, identity known
         self.launcher: Launcher = start_local
         self.replicas: list[Replica] = []

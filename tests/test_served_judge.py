@@ -22,6 +22,7 @@ from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.lifecycle import loaded
 from bon.protocol import Comparison
+from bon.study import load_study
 from serve_helpers import alive, assert_all_stopped, outcome, served_study, servers, write_config
 
 pytest.importorskip("openai")
@@ -47,6 +48,9 @@ def test_two_replicas_share_every_round_and_stop_with_the_stage(whole):
     assert sum(s["requests"] for s in started) == stats["calls_made"] > 0
     assert stats["missing"] == 0
     assert_all_stopped(record)
+    recorded = load_study(run).judge("served")  # later commands rebuild it from the run's config.yaml
+    assert recorded.identity() == json.loads((run / "stats.json").read_text())["identities"]["judges"]["served"]
+    assert not recorded.replicas  # built, not started: everything it would ask is in the store
 
 
 def test_a_replica_killed_mid_stage_exits_3_and_the_rerun_completes_it(whole, tmp_path):
@@ -85,7 +89,9 @@ def test_sglang_command_line(tmp_path):
     from bon.serve import ServeSettings
 
     cfg = parse_config(served_study(tmp_path / "run", tmp_path, engine="sglang"), where="c.yaml")
-    settings = ServeSettings.of({**cfg.judges[0].serve, "launcher": None, "tensor_parallel": 2, "data_parallel": 2})
+    spec = cfg.judges[0]
+    spec.serve.update(launcher=None, tensor_parallel=2, data_parallel=2)
+    settings = ServeSettings.of(spec)
     assert settings.command(30000) == [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/judge-7b",
                                        "--host", "127.0.0.1", "--port", "30000", "--served-model-name", "org/judge-7b",
                                        "--tp-size", "2", "--dp-size", "2"]
