@@ -46,6 +46,7 @@ SERVE_KEYS = ("engine", "model", "tensor_parallel", "data_parallel", "replicas",
 HOST = "127.0.0.1"  # every request to a replica comes from the process that started it (or its Ray actor)
 PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # the client built before any server runs (options and identity only)
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL for a server that has not exited
+HEALTH_NOTE_S = 30.0  # a progress line this often while a server loads
 
 
 class ServerLost(Stopped):
@@ -233,6 +234,7 @@ class ServerProcess:
         """Poll ``GET /health`` until it answers 200; one line (with the log's last line) if the server
         exits first or the deadline passes, the server stopped."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+        started = last = time.monotonic()
         while True:
             if not self.alive():
                 reason = self.exit_reason()
@@ -244,10 +246,14 @@ class ServerProcess:
                         return
             except (urllib.error.URLError, OSError, ValueError):
                 pass
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 self.stop()
                 raise BonError(f"{self.where}: not healthy (GET /health) within startup_timeout {timeout:g} s; "
                                f"log: {self.log_path}")
+            if now - last >= HEALTH_NOTE_S:  # loading a large model takes minutes: show it is alive
+                last = now
+                note(f"{self.where}: loading, {now - started:.0f} s ({self.last_line()[:100]})")
             time.sleep(0.2)
 
     def last_line(self) -> str:

@@ -134,7 +134,7 @@ class RayReplica:
         try:
             self.ray.get(self.actor.stop.remote(), timeout=30)
         except (RayActorError, GetTimeoutError):
-            pass  # an actor that is gone took its server's watchdog trigger with it
+            pass  # the actor is gone: the watchdog beside its server stops the server
         self.ray.kill(self.actor)
 
 
