@@ -94,9 +94,12 @@ class ServeSettings:
         return [*(self.launcher or program), *args, *self.args]
 
     def describe(self) -> str:
-        gpus = f"{self.gpus_per_replica} GPU{'s' * (self.gpus_per_replica != 1)}"
-        return (f"{self.engine}, {self.replicas} replica{'s' * (self.replicas != 1)} x {gpus} = {self.gpus} GPUs "
-                f"(tensor_parallel {self.tensor_parallel}, data_parallel {self.data_parallel})")
+        return (f"{self.engine}, {_plural(self.replicas, 'replica')} x {_plural(self.gpus_per_replica, 'GPU')} = "
+                f"{_plural(self.gpus, 'GPU')} (tensor_parallel {self.tensor_parallel}, data_parallel {self.data_parallel})")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def parse_serve(raw: Any, model: str | None, where: str) -> dict[str, Any]:

@@ -79,6 +79,10 @@ def test_dry_run_shows_replicas_gpus_calls_and_the_launch_command(tmp_path, caps
             "--tensor-parallel-size 2 --data-parallel-size 1 --max-model-len 8192") in text
     assert "over 2 replicas, ~" in text and "[org/judge-7b (vllm)]" in text
     assert not (tmp_path / "run").exists()
+    study["judges"][0]["serve"] = "vllm"  # the short form: one server on one GPU
+    assert main(["run", str(write_config(tmp_path, "plan", study)), "--dry-run"]) == 0
+    assert "serve served: vllm, 1 replica x 1 GPU = 1 GPU (tensor_parallel 1, data_parallel 1)" in capsys.readouterr().out
+    study["judges"][0]["serve"] = {"engine": "vllm", "tensor_parallel": 2, "replicas": 2}
     study["devices"]["count"] = 2  # 4 GPUs wanted on a machine with 2: one line, exit 2
     assert main(["run", str(write_config(tmp_path, "plan", study)), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
