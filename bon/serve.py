@@ -451,7 +451,7 @@ class ServedJudge:
             verdicts += got
             if lost and not self.lost:
                 self.lost = lost
-                note(f"[bold red]serve[/] {lost}; its requests are left for a rerun")
+                note(f"[bold red]replica lost[/]: {lost}; its requests are left for a rerun")
         return verdicts
 
     def stage_ended(self) -> None:

@@ -22,6 +22,7 @@ from bon.content import Candidate, Content, Prompt
 from bon.errors import BonError
 from bon.lifecycle import loaded
 from bon.protocol import Comparison
+from bon.serve import free_port
 from bon.study import load_study
 from serve_helpers import alive, assert_all_stopped, outcome, served_study, servers, write_config
 
@@ -80,6 +81,7 @@ def test_dry_run_shows_replicas_gpus_calls_and_the_launch_command(tmp_path, caps
     assert "over 2 replicas, ~" in text and "[org/judge-7b (vllm)]" in text
     assert not (tmp_path / "run").exists()
     study["judges"][0]["serve"] = "vllm"  # the short form: one server on one GPU
+    assert parse_config(study, where="c.yaml").judges[0].serve["startup_timeout"] == 1800
     assert main(["run", str(write_config(tmp_path, "plan", study)), "--dry-run"]) == 0
     assert "serve served: vllm, 1 replica x 1 GPU = 1 GPU (tensor_parallel 1, data_parallel 1)" in capsys.readouterr().out
     study["judges"][0]["serve"] = {"engine": "vllm", "tensor_parallel": 2, "replicas": 2}
@@ -94,9 +96,9 @@ def test_sglang_command_line(tmp_path):
 
     cfg = parse_config(served_study(tmp_path / "run", tmp_path, engine="sglang"), where="c.yaml")
     spec = cfg.judges[0]
-    spec.serve.update(launcher=None, tensor_parallel=2, data_parallel=2)
-    settings = ServeSettings.of(spec)
-    assert settings.command(30000) == [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/judge-7b",
+    spec.serve.update(launcher=None, tensor_parallel=2, data_parallel=2, model="/models/judge")
+    settings = ServeSettings.of(spec)  # other weights (a local folder) served under the judge's model name
+    assert settings.command(30000) == [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/judge",
                                        "--host", "127.0.0.1", "--port", "30000", "--served-model-name", "org/judge-7b",
                                        "--tp-size", "2", "--dp-size", "2"]
 
@@ -134,12 +136,16 @@ def comparison(k: int) -> Comparison:
 def test_an_interrupt_or_a_failing_start_leaves_no_server_running(tmp_path):
     record = tmp_path / "servers"
     record.mkdir()
-    spec = parse_config(served_study(tmp_path / "run", record), where="c.yaml").judges[0]
+    study = served_study(tmp_path / "run", record)
+    port = free_port()
+    study["judges"][0]["serve"]["port"] = port  # replica i on port + i
+    spec = parse_config(study, where="c.yaml").judges[0]
     with pytest.raises(KeyboardInterrupt):
         with loaded(spec, "judge") as judge:
             assert [v.better in ("A", "B") for v in judge.judge([comparison(k) for k in range(4)])] == [True] * 4
             raise KeyboardInterrupt
     assert_all_stopped(record)
+    assert sorted(s["port"] for s in servers(record)) == [port, port + 1]
     broken = dict(spec.serve, launcher=[sys.executable, "-c", "print('CUDA out of memory'); raise SystemExit(1)"])
     with loaded(type(spec)(spec.name, spec.label, spec.options, serve=broken), "judge") as judge:
         with pytest.raises(BonError, match=r"judge served: replica 0 .*exited with code 1 before it was ready "
