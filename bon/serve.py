@@ -397,6 +397,7 @@ def start_local(judge: "ServedJudge") -> list[Replica]:
     replicas = [LocalReplica(judge.spec, i, None if settings.port is None else settings.port + i, blocks[i], log_dir)
                 for i in range(settings.replicas)]
     deadline = time.monotonic() + settings.startup_timeout
+    note(f"[bold]serve[/] {judge.name}: server logs in {log_dir}")
     try:
         for replica in replicas:
             replica.start()
@@ -406,7 +407,6 @@ def start_local(judge: "ServedJudge") -> list[Replica]:
         for replica in replicas:
             replica.stop()
         raise
-    note(f"[bold]serve[/] {judge.name}: logs in {log_dir}")
     return replicas
 
 

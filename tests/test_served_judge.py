@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from bon.cli import main
 from bon.config import parse_config
-from bon.content import Candidate, Content, Prompt
+from bon.content import Content, Prompt
 from bon.errors import BonError
 from bon.lifecycle import loaded
 from bon.protocol import Comparison
