@@ -77,10 +77,10 @@ def test_killed_workers_are_retried_and_no_judgment_is_asked_twice(cluster, tiny
 
 def test_served_judge_on_ray_replica_actors_same_as_local(cluster, tmp_path):
     """Two replicas, one Ray actor each holding its own GPU, each running its server: the run ends
-    where a local run ends, and no server is left running. (A replica killed mid-stage: exit 3, then a
+    where a local run with one replica ends (the same judge identity), and no server is left running. (A replica killed mid-stage: exit 3, then a
     rerun completes it; tests/test_served_judge.py, the same code inside the actor.)"""
     (tmp_path / "local").mkdir()
-    local = served_study(tmp_path / "local" / "run", tmp_path / "local")
+    local = served_study(tmp_path / "local" / "run", tmp_path / "local", replicas=1)  # how it is served: not an answer
     assert main(["run", str(write_config(tmp_path, "local", local))]) == 0
     record = tmp_path / "ray"
     record.mkdir()
@@ -91,3 +91,6 @@ def test_served_judge_on_ray_replica_actors_same_as_local(cluster, tmp_path):
     assert sorted(s["gpus"] for s in started) == ["0", "1"]  # the GPU Ray gave each replica's actor
     assert_all_stopped(record)
     assert outcome(tmp_path / "run") == outcome(tmp_path / "local" / "run")
+    identity = [json.loads((run / "stats.json").read_text())["identities"]["judges"]["served"]
+                for run in (tmp_path / "run", tmp_path / "local" / "run")]
+    assert identity[0] == identity[1] and identity[0]["served"]["engine"] == "vllm"
