@@ -27,8 +27,16 @@ class PluginSpec:
     label: str
     options: dict[str, Any] = field(default_factory=dict)
     memory_gb: float | None = None  # declared accelerator memory of its models, for `bon run --dry-run`
+    serve: dict[str, Any] | None = None  # a judge whose servers bon starts (bon.serve.parse_serve)
 
     def create(self, kind: str, where: str | None = None) -> Any:
+        if self.serve is not None:
+            from bon.serve import ServedJudge
+
+            try:
+                return ServedJudge(self)
+            except BonError as exc:
+                raise BonError(f"{where}: {exc}" if where else str(exc)) from None
         return registry.create_from(kind, self.name, self._options(kind), where)
 
     def check(self, kind: str, where: str) -> None:
@@ -84,6 +92,9 @@ class StudyConfig:
         d = asdict(self)
         d["out"] = str(self.out)
         del d["source"]
+        for entry in [*d["generators"], *d["judges"], d["verifier"], d["strategy"]]:
+            if entry.get("serve") is None:  # recorded only where set: older run folders' configs still match
+                entry.pop("serve", None)
         return d
 
 
@@ -206,9 +217,10 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
         raise BonError(f"{here}: expected a name or a mapping with 'name'")
-    bad = sorted(set(entry) - {"name", "label", "options", "memory_gb"})
+    known = ("name", "label", "options", "memory_gb") + (("serve",) if kind == "judge" else ())
+    bad = sorted(set(entry) - set(known))
     if bad:
-        raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: name, label, options, memory_gb)")
+        raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: {', '.join(known)})")
     options = entry.get("options") or {}
     if not isinstance(options, dict):
         raise BonError(f"{here}: options must be a mapping")
@@ -218,4 +230,15 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
     name = str(entry["name"])
     spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory)
     spec.check(kind, here)
+    if entry.get("serve") is not None:
+        _serve(spec, entry["serve"], here)
     return spec
+
+
+def _serve(spec: PluginSpec, raw: Any, here: str) -> None:
+    """A served judge: its ``serve:`` checked, and no API key asked for unless its options name one."""
+    from bon.serve import check_servable, judge_model, parse_serve
+
+    check_servable(registry.resolve("judge", registry.parse_spec(spec.name)[0]), spec.options, here)
+    spec.serve = parse_serve(raw, judge_model(spec), here)
+    spec.options.setdefault("api_key_env", None)

@@ -1,10 +1,16 @@
-"""One exception type for bad input: the CLI prints its message as one line, never a traceback."""
+"""One exception type for bad input (and its subtype for a run that stopped early): the CLI prints its
+message as one line, never a traceback."""
 
 from __future__ import annotations
 
 
 class BonError(Exception):
     """A user-facing error; the message names the file or item and what is wrong with it."""
+
+
+class Stopped(BonError):
+    """The run stopped for a reason a rerun removes (a call budget, a lost server): everything done so
+    far is kept, and the command ends with exit 3 ("rerun to continue")."""
 
 
 def first_line(exc: BaseException | str, limit: int = 300) -> str:

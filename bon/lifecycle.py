@@ -2,9 +2,9 @@
 as soon as that stage is done, so a study's peak accelerator memory is its largest stage, not the sum
 of every model it uses.
 
-Plugins that hold weights may define ``close()`` (delete the weights); the runner calls it when it
-exists, then collects garbage and empties torch's CUDA cache if torch is already imported (it never
-imports torch itself).
+Plugins that hold weights may define ``close()`` (delete the weights; a served judge stops its
+servers, see :mod:`bon.serve`); the runner calls it when it exists, then collects garbage and empties
+torch's CUDA cache if torch is already imported (it never imports torch itself).
 """
 
 from __future__ import annotations
@@ -71,10 +71,15 @@ def finished(kind: str, label: str) -> None:
 @contextmanager
 def loaded(spec: PluginSpec, kind: str) -> Iterator[Any]:
     """The plugin of ``spec`` for the duration of a ``with`` block, closed on the way out; the caller
-    calls :func:`finished` once it holds no reference to it any more."""
+    calls :func:`finished` once it holds no reference to it any more. A plugin's ``stage_ended()``, if
+    it has one, runs when the block completes: it raises when the stage could not really finish (a
+    served judge that lost a replica)."""
     plugin = create(spec, kind)
     try:
         yield plugin
+        ended = getattr(plugin, "stage_ended", None)
+        if callable(ended):
+            ended()
     finally:
         release(plugin)
 

@@ -49,6 +49,7 @@ class Stage:
     calls: str
     cost_usd: float | None = None
     on_device: bool = True
+    serve: Any = None  # bon.serve.ServeSettings of a served judge
 
 
 @dataclass
@@ -62,14 +63,16 @@ class Plan:
     device_gb: float | None = None
     device_count: int = 1
     device_source: str = "none declared and no CUDA device visible: fit not checked"
+    executor: str = "local"
 
     def too_big(self) -> Stage | None:
-        """The first stage whose known memory exceeds what one device (or all, for device_map) holds."""
+        """The first stage whose known memory exceeds what one device (or all, for device_map; a served
+        replica's tensor-parallel GPUs) holds."""
         if self.device_gb is None:
             return None
         for stage in self.stages:
             spans = stage.spec.options.get("device_map") not in (None, "cuda", "cpu")
-            room = self.device_gb * (self.device_count if spans else 1)
+            room = self.device_gb * (self.device_count if spans else stage.serve.tensor_parallel if stage.serve else 1)
             if stage.on_device and stage.memory_gb is not None and stage.memory_gb > room:
                 return stage
         return None
@@ -77,7 +80,7 @@ class Plan:
 
 def plan_study(cfg: StudyConfig, config_name: str) -> Plan:
     prompts, source = count_prompts(cfg)
-    plan = Plan(config_name, prompts, source, cfg.n, cfg.strategy.name)
+    plan = Plan(config_name, prompts, source, cfg.n, cfg.strategy.name, executor=cfg.executor.get("name", "local"))
     bon = prompts["best_of_n"]
     for spec in cfg.generators:
         calls = f"{bon} prompts, {bon * cfg.n} candidates" if bon is not None else "unknown prompts"
@@ -89,6 +92,8 @@ def plan_study(cfg: StudyConfig, config_name: str) -> Plan:
         calls, count = judge_calls(cfg, spec, prompts)
         stage = _stage(f"judge {spec.label}", spec, "judge", calls)
         stage.cost_usd = api_cost(spec, count)
+        if stage.serve is not None and stage.serve.replicas > 1 and count is not None:
+            stage.calls += f"; over {stage.serve.replicas} replicas, ~{-(-count // stage.serve.replicas)} each"
         plan.stages.append(stage)
     plan.device_gb, plan.device_count, plan.device_source = device_memory(cfg)
     return plan
@@ -149,6 +154,12 @@ def api_cost(spec: PluginSpec, calls: int | None) -> float | None:
 
 
 def _stage(name: str, spec: PluginSpec, kind: str, calls: str) -> Stage:
+    serve = None
+    if spec.serve is not None:  # bon runs the server: its weights are on this study's GPUs, not an API's
+        from bon.serve import ServeSettings
+
+        serve = ServeSettings.of(spec)
+        spec = PluginSpec(registry.parse_spec(spec.name)[0], spec.label, {"model": serve.model}, spec.memory_gb, spec.serve)
     models = list(model_refs(spec, kind))
     local = [m for m in models if not m.remote]
     on_device = any(m.on_device for m in local) if local else spec.memory_gb is not None
@@ -162,7 +173,7 @@ def _stage(name: str, spec: PluginSpec, kind: str, calls: str) -> Stage:
             memory, source = None, "unknown"
         else:
             memory, source = sum(sizes.values()) / GB, "safetensors"
-    return Stage(name, spec, models, memory, source, calls, on_device=on_device)
+    return Stage(name, spec, models, memory, source, calls, on_device=on_device, serve=serve)
 
 
 def model_refs(spec: PluginSpec, kind: str) -> Iterator[ModelRef]:
@@ -175,7 +186,7 @@ def model_refs(spec: PluginSpec, kind: str) -> Iterator[ModelRef]:
         default = default_model(spec, kind)
         if default:
             top["model"] = default
-    yield from _walk(top, remote=name in API_PLUGINS, on_device=True)
+    yield from _walk(top, remote=name in API_PLUGINS and spec.serve is None, on_device=True)
 
 
 def default_model(spec: PluginSpec, kind: str) -> str | None:
@@ -263,8 +274,15 @@ def render(plan: Plan) -> list[str]:
         if s.memory_gb and not s.on_device:
             memory += " on CPU"
         cost = f"; ~${s.cost_usd:,.0f}" if s.cost_usd is not None else ""
-        models = ", ".join(m.model + (" (API)" if m.remote else "") for m in s.models) or "-"
-        lines.append(f"{s.name:<30}{memory:<34}{s.calls}{cost}  [{models}]")
+        models = ", ".join(m.model + (" (API)" if m.remote else f" ({s.serve.engine})" if s.serve else "") for m in s.models)
+        lines.append(f"{s.name:<30}{memory:<34}{s.calls}{cost}  [{models or '-'}]")
+    for s in plan.stages:
+        if s.serve is not None:
+            import shlex
+
+            where = "Ray actors" if plan.executor == "ray" else "subprocesses of bon"
+            lines.append(f"serve {s.spec.label}: {s.serve.describe()}, as {where}, started when the stage starts and "
+                         f"stopped when it ends; each replica runs: {shlex.join(s.serve.command('PORT'))}")
     known = [s for s in plan.stages if s.memory_gb is not None]
     if known:
         top = max(known, key=lambda s: s.memory_gb)
@@ -282,6 +300,10 @@ def size(gb: float) -> str:
 
 
 def check_fit(plan: Plan) -> None:
+    for s in plan.stages:  # local replicas share this machine's devices; a Ray cluster checks its own at start
+        if s.serve is not None and plan.executor == "local" and plan.device_gb is not None and s.serve.gpus > plan.device_count:
+            raise BonError(f"{plan.config}: stage '{s.name}' serves {s.serve.describe()} but this machine has "
+                           f"{plan.device_count} ({plan.device_source})")
     stage = plan.too_big()
     if stage is not None:
         raise BonError(f"{plan.config}: stage '{stage.name}' needs ~{stage.memory_gb:.1f} GB of weights "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from bon.content import Content, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, Stopped
 from bon.mmrb2 import flips
 from bon.plugins import PairwiseJudge, PointwiseJudge, Score
 from bon.progress import note
@@ -36,7 +36,7 @@ KILL_ENV = "BON_KILL_AFTER_CALLS"
 _TOLD: set[str] = set()  # judges already told that --retry-missing does not apply to them
 
 
-class BudgetExhausted(BonError):
+class BudgetExhausted(Stopped):
     """Raised when ``max_calls`` new judge calls have been made; everything so far is stored."""
 
 

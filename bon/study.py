@@ -21,12 +21,12 @@ from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig
 from bon.content import Candidate, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, Stopped
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
 from bon.progress import note
 from bon.provenance import library_versions
-from bon.referee import Budget, BudgetExhausted, Referee
+from bon.referee import Budget, Referee
 from bon.runfolder import RunFolder, write_json, write_text
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
@@ -255,7 +255,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
             identities[name] = done["identity"]
             note(f"judge {name}: {cost['last_invocation']['calls_made']} calls made, "
                  f"{cost['last_invocation']['calls_cached']} from the store, {cost['last_invocation']['wall_seconds']:.1f} s")
-    except BudgetExhausted as exc:
+    except Stopped as exc:  # a call budget reached, a served judge's replica lost
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
@@ -312,6 +312,8 @@ class FinishedStudy:
         for j in self.cfg.judges:
             if j.label == spec:
                 j = official_spec(j, self.cfg.official)
+                if j.serve is not None:  # served: this command starts its servers again
+                    return replace(j, label=label or j.label, options={**j.options, **(options or {})}).create("judge")
                 return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 

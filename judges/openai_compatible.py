@@ -2,7 +2,8 @@
 
 One client serves OpenAI (``gpt-5``), Gemini's OpenAI-compatible endpoint
 (``base_url: https://generativelanguage.googleapis.com/v1beta/openai/``) and local vLLM / SGLang
-servers (``base_url: http://localhost:8000/v1``, ``api_key_env: null``).
+servers (``base_url: http://localhost:8000/v1``, ``api_key_env: null``), or servers that ``bon run``
+starts and stops itself (a ``serve:`` on the judge entry, see :mod:`bon.serve`).
 
 Each comparison is one request: bon's rubric for the task (or the official one from an MMRB2
 checkout), then ``[PROMPT]``, response A and response B with their text and images in order, images

@@ -16,12 +16,12 @@ class LocalServer:
     at the end of a ``with`` block: ``with LocalServer().serve(Handler) as server``, or a subclass that
     keeps state builds its handler and calls :meth:`serve`."""
 
-    def serve(self, handler: type[BaseHTTPRequestHandler]) -> "LocalServer":
+    def serve(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> "LocalServer":
         class Httpd(ThreadingHTTPServer):
             request_queue_size = 64  # the default backlog of 5 drops connections under concurrent load
             daemon_threads = True
 
-        self.httpd = Httpd(("127.0.0.1", 0), handler)
+        self.httpd = Httpd(("127.0.0.1", port), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
@@ -46,7 +46,8 @@ def boxed_length(body: dict[str, Any]) -> str:
 
 class OpenAIServer(LocalServer):
     def __init__(self, fail: int = 0, status: int = 503, reply: Callable[[dict], str] = boxed_length,
-                 message: str = "Service Unavailable", retry_after_ms: int | None = None) -> None:
+                 message: str = "Service Unavailable", retry_after_ms: int | None = None, models: tuple[str, ...] = (),
+                 port: int = 0) -> None:
         self.fail, self.status, self.reply = fail, status, reply
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -64,8 +65,8 @@ class OpenAIServer(LocalServer):
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": []})
+            def do_GET(self) -> None:  # /v1/models (with ``models``), and a health check's 200 on any path
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in models]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -85,4 +86,4 @@ class OpenAIServer(LocalServer):
                 self._send(200, {"id": "x", "object": "chat.completion", "model": body.get("model", "m"),
                                  "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
-        self.serve(Handler)
+        self.serve(Handler, port)

@@ -1,6 +1,8 @@
-"""The Ray executor writes the run folder a local run writes, also when workers are killed mid-stage.
+"""The Ray executor writes the run folder a local run writes, also when workers are killed mid-stage,
+and runs a served judge's replicas as actors holding their GPUs.
 
-One small Ray cluster (2 CPUs) serves the module; each study starts its own 2 actors on it.
+One small Ray cluster (2 CPUs, 2 GPUs that exist only in Ray's books) serves the module; each study
+starts its own actors on it.
 """
 
 import json
@@ -11,6 +13,7 @@ import pytest
 
 from bon.cli import main
 from scale_helpers import assert_same_run, store_rows
+from serve_helpers import assert_all_stopped, outcome, served_study, servers, write_config
 
 ray = pytest.importorskip("ray")
 
@@ -22,7 +25,7 @@ TINY = ["demo", "--prompts", "2", "--n", "3", "--seed", "5"]  # 3 candidates: kn
 def cluster():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     root = str(Path(__file__).resolve().parents[1])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": root}})
     yield
     ray.shutdown()
@@ -70,3 +73,24 @@ def test_killed_workers_are_retried_and_no_judgment_is_asked_twice(cluster, tiny
     assert main([*TINY, "--out", str(out)]) == 0  # the other executor resumes the same folder: nothing new to ask
     assert _calls_made(out, last=True) == 0 and _calls_made(out) == made
     assert_same_run(out, tiny_local_run)
+
+
+def test_served_judge_on_ray_replica_actors_same_as_local(cluster, tmp_path):
+    """Two replicas, one Ray actor each holding its own GPU, each running its server: the run ends
+    where a local run with one replica ends (the same judge identity), and no server is left running. (A replica killed mid-stage: exit 3, then a
+    rerun completes it; tests/test_served_judge.py, the same code inside the actor.)"""
+    (tmp_path / "local").mkdir()
+    local = served_study(tmp_path / "local" / "run", tmp_path / "local", replicas=1)  # how it is served: not an answer
+    assert main(["run", str(write_config(tmp_path, "local", local))]) == 0
+    record = tmp_path / "ray"
+    record.mkdir()
+    study = {**served_study(tmp_path / "run", record), "executor": {"name": "ray", "options": {"workers": 1}}}
+    assert main(["run", str(write_config(tmp_path, "ray", study))]) == 0
+    started = servers(record)
+    assert len(started) == 2 and all(s["requests"] for s in started)
+    assert sorted(s["gpus"] for s in started) == ["0", "1"]  # the GPU Ray gave each replica's actor
+    assert_all_stopped(record)
+    assert outcome(tmp_path / "run") == outcome(tmp_path / "local" / "run")
+    identity = [json.loads((run / "stats.json").read_text())["identities"]["judges"]["served"]
+                for run in (tmp_path / "run", tmp_path / "local" / "run")]
+    assert identity[0] == identity[1] and identity[0]["served"]["engine"] == "vllm"

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import click
 from rich.console import Console
 
-from bon.errors import BonError
+from bon.errors import BonError, Stopped
 
 out = Console(soft_wrap=True)
 PLUGIN_KINDS = ("judge", "strategy", "generator", "verifier")
@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, click.exceptions.Abort):
         print("bon: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+    except Stopped as exc:  # what was done is kept: rerunning the same command continues
+        print(f"bon: stopped: {_error_line(exc)}", file=sys.stderr)
+        return 3
     except (BonError, click.ClickException, OSError, sqlite3.DatabaseError) as exc:
         print(f"bon: error: {_error_line(exc)}", file=sys.stderr)
         return exc.exit_code if isinstance(exc, click.ClickException) else 2  # a usage error's is 2 too

@@ -3,8 +3,9 @@
 ``local`` (default) runs everything in this process. ``ray`` sends generation, verification and
 judge batches to a pool of Ray actors and gets candidates (with image pixels), scores and verdicts
 back; the stages write them exactly as a local run does, so resume, ``--max-calls``, the judgment
-store and the run-folder layout do not depend on the executor. Config: ``executor: {name: local}``
-or ``{name: ray, options: {address: auto | local | HOST:PORT, workers, cpus_per_worker, gpus_per_worker, batch}}``
+store and the run-folder layout do not depend on the executor. A served judge (``serve:``, see
+:mod:`bon.serve`) runs its replicas as subprocesses under ``local`` and as GPU-holding actors under
+``ray``. Config: ``executor: {name: local}`` or ``{name: ray, options: {address: auto | local | HOST:PORT, workers, cpus_per_worker, gpus_per_worker, batch}}``
 (address default: $RAY_ADDRESS if set, else a local cluster started and shut down by bon).
 """
 

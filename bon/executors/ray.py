@@ -9,7 +9,9 @@ time on an actor's GPU); actors are created with ``max_restarts=-1, max_task_ret
 killed worker process is restarted and its task retried: nothing the driver stored is asked again,
 since the driver stores only what came back (a judge's verdicts batch by batch, as each returns).
 Workers return candidates with their pixels, scores and verdicts; they read prompt and candidate
-images by path, so on a multi-node cluster the run folder must be on a shared filesystem.
+images by path, so on a multi-node cluster the run folder must be on a shared filesystem. A served
+judge (:mod:`bon.serve`) gets actors of its own, one per replica with its GPUs, each running its
+server as a subprocess on its node.
 """
 
 from __future__ import annotations
@@ -84,6 +86,57 @@ class PluginWorker:
     def judge(self, label: str, comparisons: list[Comparison]) -> list[Verdict]:
         self._fault_point("judge")
         return self._plugin("judge", label).judge(comparisons)
+
+
+class ReplicaWorker:
+    """A Ray actor's body for one replica of a served judge: it holds the replica's GPUs (Ray sets its
+    ``CUDA_VISIBLE_DEVICES``), runs the server as its own subprocess on its node and sends the
+    requests of its share of each batch to it, so the driver never needs to reach a node's port."""
+
+    def __init__(self, spec: Any, index: int):
+        from bon.serve import LocalReplica
+
+        settings = spec.serve
+        port = None if settings.get("port") is None else settings["port"] + index
+        self.replica = LocalReplica(spec, index, port)  # gpus None: the ones Ray gave this actor
+        self.replica.start()
+
+    def ready(self) -> str:
+        import time
+
+        return self.replica.wait_ready(time.monotonic() + self.replica.settings.startup_timeout)
+
+    def judge(self, comparisons: list[Comparison]) -> tuple[list[Verdict], str | None]:
+        return self.replica.judge(comparisons)
+
+    def stop(self) -> None:
+        self.replica.stop()
+
+
+class RayReplica:
+    """The driver's handle on a :class:`ReplicaWorker`; a dead actor is a lost replica."""
+
+    def __init__(self, ray: Any, actor: Any, where: str):
+        self.ray, self.actor, self.where = ray, actor, where
+
+    def judge(self, comparisons: list[Comparison]) -> tuple[list[Verdict], str | None]:
+        from ray.exceptions import RayActorError
+
+        try:
+            return self.ray.get(self.actor.judge.remote(comparisons))
+        except RayActorError as exc:
+            reason = f"{self.where}: its Ray actor died ({str(exc).splitlines()[0][:120]})"
+            return [Verdict.failed(reason, transient=True) for _ in comparisons], reason
+
+    def stop(self) -> None:
+        """The server stopped by its actor first (killing the actor alone would leave it running)."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            self.ray.get(self.actor.stop.remote(), timeout=30)
+        except (RayActorError, GetTimeoutError):
+            pass  # the actor is gone: the watchdog beside its server stops the server
+        self.ray.kill(self.actor)
 
 
 class RayExecutor:
@@ -165,9 +218,45 @@ class RayExecutor:
         return [v for part in self.judge_parts(judge, comparisons) for v in part]
 
     def judge_parts(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> Iterator[list[Verdict]]:
-        """The verdicts of each batch, in order, as the batches come back (the referee stores each at once)."""
+        """The verdicts of each batch, in order, as the batches come back (the referee stores each at
+        once); a served judge's over its own replica actors instead, ``store_every`` at a time."""
+        from bon.serve import ServedJudge
+
+        if isinstance(judge, ServedJudge):
+            judge.launcher = self.start_replicas
+            for start in range(0, len(comparisons), judge.store_every):
+                yield judge.judge(comparisons[start : start + judge.store_every])
+            return
         label = self._label("judge", judge.name)
         yield from self._map(lambda a, chunk: a.judge.remote(label, chunk), self._chunks(list(comparisons)))
+
+    def start_replicas(self, judge: Any) -> list[RayReplica]:
+        """One actor per replica with ``gpus_per_replica`` GPUs, each server started on its node; all
+        waited for together, and all stopped again if one fails."""
+        from ray.exceptions import RayTaskError
+
+        settings = judge.settings
+        have = self.ray.cluster_resources().get("GPU", 0)
+        if settings.gpus > have + 1e-9:  # Ray would wait for them forever
+            raise BonError(f"judge {judge.name}: serve needs {settings.gpus} GPUs ({settings.describe()}); "
+                           f"the Ray cluster has {have:g}")
+        env = {k: v for k, v in os.environ.items() if k.startswith("BON_")}
+        remote = self.ray.remote(ReplicaWorker).options(num_cpus=0, num_gpus=settings.gpus_per_replica, max_restarts=0,
+                                                        max_task_retries=0, runtime_env={"env_vars": env})
+        replicas = [RayReplica(self.ray, remote.remote(judge.spec, i), f"judge {judge.name}: replica {i}")
+                    for i in range(settings.replicas)]
+        try:
+            wheres = self.ray.get([r.actor.ready.remote() for r in replicas])
+        except BaseException as exc:
+            for replica in replicas:
+                replica.stop()
+            cause = getattr(exc, "cause", None) if isinstance(exc, RayTaskError) else None
+            if isinstance(cause, BonError):
+                raise BonError(str(cause)) from None
+            raise
+        for replica, where in zip(replicas, wheres):
+            replica.where = where
+        return replicas
 
     def _map(self, submit: Callable, tasks: list) -> Iterator[Any]:
         """Results in task order; a plugin's own one-line error (BonError) stays one line."""
