@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import sqlite3
+import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -92,19 +92,15 @@ def test_forked_workers_store_answers_while_they_run(tmp_path, monkeypatch):
         store.close()
         return int(seen.exists())
 
-    def watch() -> None:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            with sqlite3.connect(path) as db:
-                if db.execute("SELECT COUNT(DISTINCT judge_id) FROM judgments").fetchone()[0] == 2:
-                    seen.touch()
-                    return
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
+    # The watcher is a process, not a thread: a thread inside SQLite while the workers fork would leave
+    # SQLite's mutex locked in the children (a deadlock that only shows under load).
+    watch = (f"import sqlite3, time, pathlib\ndeadline = time.time() + 20\nwhile time.time() < deadline:\n"
+             f"    with sqlite3.connect({str(path)!r}) as db:\n"
+             f"        if db.execute('SELECT COUNT(DISTINCT judge_id) FROM judgments').fetchone()[0] == 2:\n"
+             f"            pathlib.Path({str(seen)!r}).touch()\n            break\n    time.sleep(0.01)\n")
+    watcher = subprocess.Popen([sys.executable, "-c", watch])
     assert list(run_jobs(job, 2, 2)) == [1, 1]
-    watcher.join()
+    assert watcher.wait(timeout=30) == 0
 
 
 class Flaky(OrderJudge):
