@@ -166,6 +166,8 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
         try:
             return run_judge_axis(run_dir, judges, exclude_sources)
         except BonError:
+            if any(RunFolder(run_dir, existing=True).mmrb2.glob("*.json")):
+                raise  # a preference set that is there but unreadable is an error, not "none"
             return JudgeAxis("no preference set in this run", pd.DataFrame(columns=AXIS_COLUMNS))
     return accuracy_axis(accuracies, run_dir, judges)
 

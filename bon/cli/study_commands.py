@@ -69,6 +69,7 @@ def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy
         cfg.strategy.name = strategy or cfg.strategy.name
         cfg.strategy.label = cfg.strategy.name
         cfg.strategy.options = {**({} if strategy else cfg.strategy.options), **parse_options(strategy_options, "--strategy-option")}
+        cfg.strategy.create("strategy", "--strategy")  # pure code, cheap: a dry run refuses what the run would
     if limit is not None:
         cfg.suite = {**cfg.suite, "limit": limit}
     if dry_run:
