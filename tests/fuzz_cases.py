@@ -315,7 +315,7 @@ def official_accuracy(pairs: list[dict[str, Any]], judged: dict[str, Any]) -> tu
     """(correct, counted) by the official scorer's rules, written again from its description: for every
     pair present in the predictions, the first forward sample is right if it equals ``chosen`` and the
     first reverse sample if its flip does; empty or absent judgements are not counted."""
-    chosen = {str(p.get("id", p.get("pair_id"))): p["chosen"] for p in pairs}
+    chosen = {str(p.get("id", p.get("pair_id"))): p.get("chosen") for p in pairs if isinstance(p, dict)}
     correct = counted = 0
     for pid, entry in judged.items():
         if pid not in chosen or not isinstance(entry, dict):
@@ -1223,7 +1223,7 @@ def _cli_paths(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
                                 (f"{name}", "--json"), (f"{name}/run/config.yaml/x.json", "--json"),
                                 ("ü/日本/z.json", None)])
     if rng.random() < 0.2:
-        bench, bad = f"{name}/no such dir", "no such dir"
+        bench, bad = f"{name}/no such dir", "no such dir" + (f"|{bad}" if bad else "")
     argv = ["mmrb2", "accuracy", "--bench-dir", bench, f"{bench}/judgments/random/{task_file}", "--json", json_out]
 
     def answer(case: Case, stdout: str) -> str | None:
@@ -1231,7 +1231,7 @@ def _cli_paths(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
         return None if (got["correct"], got["judgements"]) == (correct, counted) else \
             f"accuracy {got['correct']}/{got['judgements']}, expected {correct}/{counted}"
     return Case("cli-options", f"paths {bench!r} --json {json_out!r}", argv, folder,
-                frozenset({2}) if bad else frozenset({0}), answer, (bad,) if bad else (), watch=folder,
+                frozenset({2}) if bad else frozenset({0}), answer, tuple(bad.split("|")) if bad else (), watch=folder,
                 may_write=(json_out.replace("new dir/../", "").replace("out/../", ""), "x.json", "y.json", "out ü/*", "ü/*"),
                 timeout=30)
 
