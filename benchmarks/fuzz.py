@@ -25,29 +25,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from random import Random
 
-from _common import ROOT, parser
+from _common import parser
 
 os.environ.setdefault("BON_QUIET", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import fuzz_cases  # noqa: E402  (tests/ is on the path through _common)
-from fuzz_cases import OUTCOMES, READERS, make_fixtures, run_case  # noqa: E402
+from fuzz_cases import OUTCOMES, READERS, make_fixtures, run_case, warm_up  # noqa: E402
 
 READER_ORDER = list(READERS)
-
-
-def warm_up() -> None:
-    """Import what the commands import lazily, once, so every forked child starts warm."""
-    import importlib
-
-    for name in ("bon.cli", "bon.study", "bon.plan", "bon.merge", "bon.mmrb2.flips", "bon.stages.select",
-                 "bon.stages.curves", "analysis.bundle", "analysis.report", "analysis.leaderboard", "analysis.diagnostics",
-                 "analysis.tradeoff", "judges", "generators", "verifiers", "generators.synthetic", "judges.synthetic",
-                 "verifiers.synthetic", "matplotlib.pyplot", "torch"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
 
 
 def case_for(index: int, seed: int, readers: list[str], folder: Path, fixtures):

@@ -155,6 +155,9 @@ def _forked(case: Case) -> Outcome:
             for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                     (2, err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
                 os.dup2(os.open(path, flags), fd)
+            # the process may have swapped sys.stdout for its own capture (pytest does): write to the fds
+            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
             os.environ.update({"BON_QUIET": "1", "MPLBACKEND": "Agg"})
             from bon.cli import main
 
@@ -243,6 +246,21 @@ def _spawned(case: Case) -> Outcome:
         holder.wait()
         holder.stdout.close()
     return Outcome(rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), time.monotonic() - started)
+
+
+def warm_up() -> None:
+    """Import what the commands import lazily, once, so that every forked child starts warm (the dry run's
+    CUDA check imports torch: seconds per child otherwise)."""
+    import importlib
+
+    for name in ("bon.cli", "bon.study", "bon.plan", "bon.merge", "bon.mmrb2.flips", "bon.stages.select",
+                 "bon.stages.curves", "analysis.bundle", "analysis.report", "analysis.leaderboard", "analysis.diagnostics",
+                 "analysis.tradeoff", "judges", "generators", "verifiers", "generators.synthetic", "judges.synthetic",
+                 "verifiers.synthetic", "matplotlib.pyplot", "torch"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 # --- shared inputs: a finished tiny study -------------------------------------------------------
