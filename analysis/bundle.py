@@ -70,8 +70,8 @@ class ReportBundle:
 
     @property
     def n(self) -> int | None:
-        value = self.study.get("n")
-        return int(value) if value is not None else None
+        value = self.study.get("n")  # a hand-edited `n: three` is unknown, as in run_n, not a traceback
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def what_was_run(self) -> list[tuple[str, str]]:
         """The study's settings as (label, text), shown by report.md's "What was run" and report.html's footer."""

@@ -116,6 +116,33 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def family(row: dict) -> str:
+    """What a case did, without its details: its first mutation (a run folder's command left out)."""
+    text = row["mutation"]
+    if row["reader"] == "run-folder":
+        text = text.partition(": ")[2]
+    first = text.split("+")[0]
+    return first.split(" ")[0] if row["reader"] == "cli-options" else first
+
+
+def tables_by_mutation(rows: list[dict]) -> list[str]:
+    """A table per reader: its cases by kind of damage, with what came back."""
+    lines: list[str] = []
+    for reader in READER_ORDER:
+        rs = [r for r in rows if r["reader"] == reader]
+        if not rs:
+            continue
+        lines += ["", f"{reader}:", "| mutation | cases | failed | exit 0 | exit 2 | exit 3 |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        groups = defaultdict(list)
+        for r in rs:
+            groups[family(r)].append(r)
+        for name in sorted(groups):
+            g = groups[name]
+            codes = Counter(r["rc"] for r in g)
+            lines.append(f"| {name} | {len(g)} | {sum(r['kind'] != 'ok' for r in g)} | {codes[0]} | {codes[2]} | {codes[3]} |")
+    return lines
+
+
 def main() -> None:
     ap = parser(__doc__, cases=(200, "Number of generated cases."), seed=(0, "Seed of the case generators."),
                 jobs=(2, "Cases run at once (forked workers)."), reader=("", "Only this reader (config, mmrb2, run-folder, cli-options)."),
@@ -131,7 +158,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bon-fuzz-"))
     fixtures = make_fixtures(root / "fixture")
     rows = play(args, fixtures, root)
-    print("\n".join(table(rows)))
+    print("\n".join(table(rows) + tables_by_mutation(rows)))
     kinds = Counter(r["kind"] for r in rows)
     failures = [r for r in rows if r["kind"] != "ok"]
     shown = Counter()

@@ -97,7 +97,8 @@ def verdict(case: Case, outcome: Outcome, before: dict[str, str], after: dict[st
         if len(lines) != 1 or not lines[0].startswith("bon: error: "):
             return "wrong", f"exit 2 needs one 'bon: error:' line on stderr, got {len(lines)}: {_tail(outcome.stderr)}"
         said = " ".join(lines[0].split())  # the CLI folds whitespace (a tab in a path) into single spaces
-        if case.names and not any(" ".join(name.split()) in said for name in case.names):
+        forms = [form for name in case.names for form in (" ".join(name.split()), repr(name)[1:-1])]  # or quotes it
+        if case.names and not any(form in said for form in forms):
             return "wrong", f"the error line names none of {list(case.names)[:4]}: {lines[0][:300]}"
     if outcome.rc == 0 and case.answer is not None:
         problem = case.answer(case, outcome.stdout)
@@ -414,6 +415,8 @@ def _bad_bench(world: Mmrb2World, task: str, name: str | None = None) -> None:
 # Each mutation changes the world and, when it makes the input bad, records what the error may name.
 
 def _m_drop_pair_field(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     if not w.bench[task]:
         return
@@ -425,6 +428,8 @@ def _m_drop_pair_field(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_retype_pair_field(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     if not w.bench[task]:
         return
@@ -445,11 +450,15 @@ def _m_retype_pair_field(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_duplicate_pair_id(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     if len(w.bench[task]) < 2:
         return
     a, b = rng.sample(w.bench[task], 2)
-    b["id"] = a["id"]
+    if not isinstance(a.get("id", a.get("pair_id")), str):
+        return
+    b["id"] = a.get("id", a.get("pair_id"))
     _bad_bench(w, task)
 
 
@@ -464,6 +473,8 @@ def _m_reorder(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_pair_id_key(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     for pair in w.bench[task]:
         if "id" in pair:
@@ -471,6 +482,8 @@ def _m_pair_id_key(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_extra_keys(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     for pair in w.bench[task]:
         pair[rng.choice(["extra", "ünï", "score"])] = rng.choice([1, None, "x", [1, 2]])
@@ -489,6 +502,8 @@ def _m_retype_judgment(w: Mmrb2World, rng: Random) -> None:
     if not entries:
         return
     pid = rng.choice(list(entries))
+    if not isinstance(entries[pid], dict):
+        return
     choice = rng.randrange(5)
     if choice == 0:
         entries[pid] = rng.choice([5, None, [], "A"])
@@ -508,7 +523,7 @@ def _m_retype_judgment(w: Mmrb2World, rng: Random) -> None:
 def _m_empty_and_odd_answers(w: Mmrb2World, rng: Random) -> None:
     key = rng.choice(list(w.judged))
     for entry in w.judged[key].values():
-        if rng.random() < 0.5:
+        if isinstance(entry, dict) and rng.random() < 0.5:
             entry[rng.choice(["forward", "reverse"])] = rng.choice([[], [{"judgement": ""}], [{}], [{"judgement": "tie"}]])
 
 
@@ -521,6 +536,8 @@ def _m_another_tasks_file(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_bench_as_judgments(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     key = f"preds/bench-copy/{task}.json"
     w.judged[key] = {"pairs": list(w.bench[task])}
@@ -541,6 +558,8 @@ def _m_missing_bench_file(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_ambiguous_bench_files(w: Mmrb2World, rng: Random) -> None:
+    if not w.bench:
+        return
     task = rng.choice(list(w.bench))
     w.bench_names[task] = f"{_stem(task)}_a.json"
     w.raw[f"bench/{_stem(task)}_b.json"] = json.dumps({"pairs": []}).encode()
@@ -554,6 +573,8 @@ BYTE_MUTATIONS = ["truncate", "bom", "bad utf-8", "deep nesting", "empty", "garb
 def _m_bytes(w: Mmrb2World, rng: Random) -> None:
     """Damage one file's bytes (written later, instead of the world's JSON)."""
     files = [(_bench_path(w, t), {"pairs": p}) for t, p in w.bench.items()] + list(w.judged.items())
+    if not files:
+        return
     rel, data = rng.choice(files)
     text = json.dumps(data, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 1]))
     how = rng.choice(BYTE_MUTATIONS)
@@ -763,15 +784,23 @@ def _c_drop(w: ConfigWorld, rng: Random) -> None:
     del w.raw[key]
     if key in ("out", "generators", "judges"):
         w.bad.append(key)
+    elif key in w.bad:  # a bad value dropped: the default is good again
+        w.bad.remove(key)
 
 
 def _c_unknown_key(w: ConfigWorld, rng: Random) -> None:
     key = rng.choice(["nn", "judge", "ünknown", "Seed", "n ", "tasks2"])
     where = rng.choice(["top", "preference", "judge", "suite", "judge options"])
+    if where in ("judge", "judge options") and not (isinstance(w.raw.get("judges"), list) and w.raw["judges"]):
+        where = "top"
+    if where == "suite" and not isinstance(w.raw.get("suite"), dict):
+        where = "top"
     if where == "top":
         w.raw[key] = 1
     elif where == "preference":
-        w.raw.setdefault("preference", {})[key] = 1
+        if not isinstance(w.raw.get("preference"), dict):
+            w.raw["preference"] = {}
+        w.raw["preference"][key] = 1
     elif where == "judge":
         w.raw["judges"][0] = {**_entry(w.raw["judges"][0]), key: 1}
     elif where == "suite":
@@ -796,6 +825,8 @@ def _c_wrong_type(w: ConfigWorld, rng: Random) -> None:
         ("executor", "bogus"), ("executor", {"name": "nowhere"}), ("devices", {"memory_gb": -1}), ("devices", [80]),
         ("official", "yes"), ("out", None), ("out", ["a"]), ("out", {"a": 1}), ("out", 5),
     ])
+    if key in w.raw and key in w.bad:
+        return  # already bad: keep the earlier mutation's value (the oracle follows one per key)
     w.raw[key] = value
     w.bad.append(key)
 
@@ -825,6 +856,8 @@ def _c_huge_or_negative(w: ConfigWorld, rng: Random) -> None:
         ("samples", 10 ** 6, None), ("devices", {"memory_gb": 1e308}, False), ("devices", {"memory_gb": float("inf")}, None),
         ("devices", {"memory_gb": float("nan")}, True), ("n", 4, False), ("seed", 12345, False),
     ])
+    if key in w.bad:
+        return  # already bad: keep the earlier mutation's value
     w.raw[key] = value
     if bad is None:
         w.maybe = True
@@ -834,7 +867,8 @@ def _c_huge_or_negative(w: ConfigWorld, rng: Random) -> None:
 
 def _c_unicode(w: ConfigWorld, rng: Random) -> None:
     w.raw["out"] = f"runs/{rng.choice(['ünï cødé', '日本', 'emoji 🎲', 'a/../b'])}"
-    w.raw["judges"] = list(w.raw["judges"]) + [{"name": "colour-hist", "label": rng.choice(["评判者", "jüdge ✓", "Ωmega", "ひ"])}]
+    if isinstance(w.raw.get("judges"), list) and "judges" not in w.bad:
+        w.raw["judges"] = w.raw["judges"] + [{"name": "colour-hist", "label": rng.choice(["评判者", "jüdge ✓", "Ωmega", "ひ"])}]
 
 
 def _c_text(w: ConfigWorld, rng: Random) -> None:
@@ -960,6 +994,8 @@ class RunDamage:
 
 def _jsonl_damage(run: Path, rng: Random, part: str) -> RunDamage:
     path = run / STAGE_FILES[part]
+    if not path.exists():  # deleted by the other damage of this case
+        return RunDamage("deleted", part, STAGE_FILES[part])
     lines = path.read_bytes().splitlines(keepends=True)
     how = rng.choice(["torn tail", "bad line", "bad line"])
     if how == "torn tail":
@@ -982,12 +1018,14 @@ def _delete_damage(run: Path, rng: Random) -> RunDamage:
         target = rng.choice(images)
     else:
         target = run / STAGE_FILES[part]
-    target.unlink()
+    target.unlink(missing_ok=True)
     return RunDamage("deleted", "pref image" if part == "pref image" else part, target.relative_to(run).as_posix())
 
 
 def _config_damage(run: Path, rng: Random) -> RunDamage:
     path = run / "config.yaml"
+    if not path.exists():
+        return RunDamage("deleted", "config", "config.yaml")
     text = path.read_text(encoding="utf-8")
     how = rng.choice(["unknown key", "wrong type", "bad yaml", "no study", "duplicate key", "other n", "comment",
                       "max_calls", "reordered"])
@@ -1019,6 +1057,8 @@ def _config_damage(run: Path, rng: Random) -> RunDamage:
 
 def _store_damage(run: Path, rng: Random) -> RunDamage:
     path = run / "judgments.sqlite"
+    if not path.exists():
+        return RunDamage("deleted", "store", "judgments.sqlite")
     data = path.read_bytes()
     how = rng.choice(["random bytes", "zero header", "truncated", "text", "empty", "locked", "locked"])
     if how == "locked":
@@ -1031,7 +1071,10 @@ def _store_damage(run: Path, rng: Random) -> RunDamage:
 
 
 def _mmrb2_file_damage(run: Path, rng: Random) -> RunDamage:
-    target = rng.choice(sorted((run / "mmrb2").rglob("*.json")))
+    files = sorted((run / "mmrb2").rglob("*.json"))
+    if not files:
+        return RunDamage("benign", "mmrb2", "mmrb2")
+    target = rng.choice(files)
     data = target.read_bytes()
     target.write_bytes(rng.choice([data[: len(data) // 2], b"", b"[]", data.replace(b'"A"', b"5", 1)]))
     changed = target.read_bytes() != data
@@ -1058,8 +1101,9 @@ def make_run_case(rng: Random, folder: Path, fixtures: Fixtures, command: str | 
     command = command or rng.choice(RUN_COMMANDS)
     judge = rng.choice(JUDGE_LABELS)
     argv, may_write, answer = _run_command(command, rel, judge, fixtures, run)
-    task_file = sorted(p.name for p in (fixtures.run / "mmrb2").glob("*.json"))[0]
-    reads = (f"mmrb2/{task_file}", f"mmrb2/judgments/{judge}/{task_file}")
+    bench_files = sorted(p.name for p in (fixtures.run / "mmrb2").glob("*.json"))
+    # a plain judgment FILE is matched to its task by pair ids: every task file of the folder is read
+    reads = tuple(f"mmrb2/{name}" for name in bench_files) + (f"mmrb2/judgments/{judge}/{bench_files[0]}",)
     relevant = [d for d in damage if _matters(d, command, reads)]
     locks = [d for d in damage if d.how == "locked"]
     if command == "resume":
@@ -1068,7 +1112,9 @@ def make_run_case(rng: Random, folder: Path, fixtures: Fixtures, command: str | 
             d.maybe = d.maybe or d.part == "mmrb2"  # the preference set's files are written again from the store
     if any(d.part == "store" and d.how == "corrupt" for d in damage):
         may_write = tuple(g for g in may_write if g != "judgments.sqlite")  # a damaged store is never written over
-    if not relevant:
+    if command == "resume" and any("|" in d.name for d in relevant):  # another N in config.yaml: another study,
+        expect, answer = frozenset({0, 2}), None  # which a resume extends (or refuses); its numbers are its own
+    elif not relevant:
         expect = frozenset({0, 3}) if locks else frozenset({0})
     elif command in ("select", "accuracy", "resume") and all(not d.maybe for d in relevant):
         expect, answer = frozenset({2}), None

@@ -10,6 +10,7 @@ a hang, or a change to a file the command must leave alone.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -25,7 +26,7 @@ settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.register_profile("long", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-PROFILE = settings.get_profile("ci")
+PROFILE = settings.get_profile(os.environ.get("BON_FUZZ_PROFILE", "ci"))  # `long` for a deeper local run
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +93,6 @@ def test_official_accuracy_oracle_matches_the_published_sample(tmp_path):
 
 
 def _cli(argv, cwd: Path, capfd) -> tuple[int, str]:
-    import os
-
     from bon.cli import main
 
     here = os.getcwd()
