@@ -328,6 +328,7 @@ class Mmrb2World:
     invalid: list[str] = field(default_factory=list)  # names that an error line may name
     task_option: str | None = None
     raw: dict[str, bytes] = field(default_factory=dict)  # files whose bytes were mutated, by relative path
+    spoilt: set[tuple[str, str]] = field(default_factory=set)  # (file, pair id) made bad: later mutations keep them
 
 
 def official_accuracy(pairs: list[dict[str, Any]], judged: dict[str, Any]) -> tuple[int, int]:
@@ -492,7 +493,7 @@ def _m_extra_keys(w: Mmrb2World, rng: Random) -> None:
 def _m_drop_judged_ids(w: Mmrb2World, rng: Random) -> None:
     key = rng.choice(list(w.judged))
     for pid in list(w.judged[key]):
-        if rng.random() < 0.5:
+        if rng.random() < 0.5 and (key, pid) not in w.spoilt:
             del w.judged[key][pid]
 
 
@@ -504,6 +505,7 @@ def _m_retype_judgment(w: Mmrb2World, rng: Random) -> None:
     pid = rng.choice(list(entries))
     if not isinstance(entries[pid], dict):
         return
+    w.spoilt.add((key, pid))
     choice = rng.randrange(5)
     if choice == 0:
         entries[pid] = rng.choice([5, None, [], "A"])
@@ -522,8 +524,8 @@ def _m_retype_judgment(w: Mmrb2World, rng: Random) -> None:
 
 def _m_empty_and_odd_answers(w: Mmrb2World, rng: Random) -> None:
     key = rng.choice(list(w.judged))
-    for entry in w.judged[key].values():
-        if isinstance(entry, dict) and rng.random() < 0.5:
+    for pid, entry in w.judged[key].items():
+        if isinstance(entry, dict) and rng.random() < 0.5 and (key, pid) not in w.spoilt:
             entry[rng.choice(["forward", "reverse"])] = rng.choice([[], [{"judgement": ""}], [{}], [{"judgement": "tie"}]])
 
 
