@@ -98,16 +98,20 @@ class JudgmentStore:
     def _open(self) -> sqlite3.Connection:
         """Connect, set WAL and create or migrate the schema. A file that is not a SQLite store is a one-line
         error naming it (a lock held by another writer stays a sqlite3 error: the CLI calls it transient)."""
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        self._db = None
         try:
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            self._db.close()
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
+            if self._db is not None:
+                self._db.close()
+            if isinstance(exc, sqlite3.OperationalError):
+                if "locked" in str(exc):
+                    raise
+                raise BonError(f"{self.path}: cannot open the judgment store ({first_line(exc)})") from None  # read-only...
             raise BonError(f"{self.path}: not a readable judgment store ({first_line(exc)})") from None
         return self._db
 
