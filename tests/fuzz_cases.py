@@ -638,6 +638,7 @@ MMRB2_MUTATIONS: dict[str, Callable[[Mmrb2World, Random], None]] = {
 def make_mmrb2_case(rng: Random, folder: Path, fixtures: Fixtures | None = None) -> Case:
     w = mmrb2_world(rng)
     chosen = rng.sample(list(MMRB2_MUTATIONS), rng.choice([0, 1, 1, 1, 2]))
+    chosen.sort(key=lambda name: name == "damaged bytes")  # bytes are written from the data: their damage comes last
     for name in chosen:
         MMRB2_MUTATIONS[name](w, rng)
     _write_world(w, folder)
@@ -769,6 +770,7 @@ class ConfigWorld:
     text: str | None = None                         # the file's text, when mutated as text
     data: bytes | None = None                       # or its bytes
     folder: bool = False                            # the config path is a folder
+    touched: set[str] = field(default_factory=set)  # top-level keys an earlier mutation set: others leave them be
 
 
 def config_world(rng: Random) -> ConfigWorld:
@@ -783,6 +785,9 @@ def config_world(rng: Random) -> ConfigWorld:
 
 def _c_drop(w: ConfigWorld, rng: Random) -> None:
     key = rng.choice(list(w.raw))
+    if key in w.touched:
+        return  # dropping what an earlier mutation made bad would make it good again
+    w.touched.add(key)
     del w.raw[key]
     if key in ("out", "generators", "judges"):
         w.bad.append(key)
@@ -797,6 +802,7 @@ def _c_unknown_key(w: ConfigWorld, rng: Random) -> None:
         where = "top"
     if where == "suite" and not isinstance(w.raw.get("suite"), dict):
         where = "top"
+    w.touched.add({"top": key, "judge": "judges", "judge options": "judges"}.get(where, where))
     if where == "top":
         w.raw[key] = 1
     elif where == "preference":
@@ -827,8 +833,9 @@ def _c_wrong_type(w: ConfigWorld, rng: Random) -> None:
         ("executor", "bogus"), ("executor", {"name": "nowhere"}), ("devices", {"memory_gb": -1}), ("devices", [80]),
         ("official", "yes"), ("out", None), ("out", ["a"]), ("out", {"a": 1}), ("out", 5),
     ])
-    if key in w.raw and key in w.bad:
-        return  # already bad: keep the earlier mutation's value (the oracle follows one per key)
+    if key in w.touched:
+        return  # already set by an earlier mutation: keep its value (the oracle follows one per key)
+    w.touched.add(key)
     w.raw[key] = value
     w.bad.append(key)
 
@@ -841,6 +848,9 @@ def _c_suite_or_preference(w: ConfigWorld, rng: Random) -> None:
         ("preference", "prompts_per_task", -1, True), ("preference", "pairs_per_prompt", 10 ** 20, None),
         ("preference", "margin", float("inf"), None), ("preference", "annotators", 2.5, True),
     ])
+    if where in w.touched:
+        return
+    w.touched.add(where)
     w.raw.setdefault(where, {})
     if not isinstance(w.raw[where], dict):
         w.raw[where] = {}
@@ -858,8 +868,9 @@ def _c_huge_or_negative(w: ConfigWorld, rng: Random) -> None:
         ("samples", 10 ** 6, None), ("devices", {"memory_gb": 1e308}, False), ("devices", {"memory_gb": float("inf")}, None),
         ("devices", {"memory_gb": float("nan")}, True), ("n", 4, False), ("seed", 12345, False),
     ])
-    if key in w.bad:
-        return  # already bad: keep the earlier mutation's value
+    if key in w.touched:
+        return  # already set by an earlier mutation: keep its value
+    w.touched.add(key)
     w.raw[key] = value
     if bad is None:
         w.maybe = True
@@ -868,8 +879,11 @@ def _c_huge_or_negative(w: ConfigWorld, rng: Random) -> None:
 
 
 def _c_unicode(w: ConfigWorld, rng: Random) -> None:
+    if "out" in w.touched or "judges" in w.touched:
+        return
+    w.touched.update({"out", "judges"})
     w.raw["out"] = f"runs/{rng.choice(['ünï cødé', '日本', 'emoji 🎲', 'a/../b'])}"
-    if isinstance(w.raw.get("judges"), list) and "judges" not in w.bad:
+    if isinstance(w.raw.get("judges"), list):
         w.raw["judges"] = w.raw["judges"] + [{"name": "colour-hist", "label": rng.choice(["评判者", "jüdge ✓", "Ωmega", "ひ"])}]
 
 
@@ -981,7 +995,8 @@ NEEDS = {"select": {"config", "prompts", "candidates", "scores", "store", "image
          "leaderboard": {"config", "picks", "scores", "stats", "prompts", "candidates", "mmrb2"},
          "report": set(STAGE_FILES) | {"mmrb2", "image"}, "resume": set(STAGE_FILES) | {"mmrb2", "image"}}
 # Damage a resumed `bon run` redoes: a torn tail is an interrupted append, a missing stage file is work not done yet.
-REDONE = {("torn tail", "prompts"), ("torn tail", "candidates"), ("torn tail", "scores"), ("deleted", "scores"),
+REDONE = {("deleted", "prompts"), ("torn tail", "candidates"), ("torn tail", "scores"), ("deleted", "scores"),
+          ("torn tail", "picks"), ("bad line", "picks"),
           ("deleted", "candidates"), ("deleted", "store"), ("deleted", "stats"), ("deleted", "picks"), ("deleted", "image"),
           ("locked", "store"), ("benign", "config")}
 
@@ -1112,8 +1127,9 @@ def make_run_case(rng: Random, folder: Path, fixtures: Fixtures, command: str | 
         relevant = [d for d in relevant if (d.how, d.part) not in REDONE]
         for d in relevant:
             d.maybe = d.maybe or d.part == "mmrb2"  # the preference set's files are written again from the store
-    if any(d.part == "store" and d.how == "corrupt" for d in damage):
-        may_write = tuple(g for g in may_write if g != "judgments.sqlite")  # a damaged store is never written over
+    corrupt_store = any(d.part == "store" and d.how == "corrupt" for d in damage)
+    if corrupt_store:
+        may_write = tuple(g for g in may_write if not g.endswith("judgments.sqlite"))  # never written over
     if command == "resume" and any("|" in d.name for d in relevant):  # another N in config.yaml: another study,
         expect, answer = frozenset({0, 2}), None  # which a resume extends (or refuses); its numbers are its own
     elif not relevant:
@@ -1128,7 +1144,16 @@ def make_run_case(rng: Random, folder: Path, fixtures: Fixtures, command: str | 
     return Case("run-folder", f"{command}: " + ("+".join(f"{d.how} {d.part}" for d in damage) or "none"), argv, folder,
                 expect, answer, names, watch=folder, may_write=may_write,
                 lock=run / "judgments.sqlite" if locks else None, lock_s=rng.uniform(0.2, 1.5) if locks else 0.0,
-                timeout=90, records=(f"{rel}/config.yaml", f"{rel}/invocations.json") if command == "resume" else ())
+                timeout=90, records=_records(command, rel, corrupt_store))
+
+
+def _records(command: str, rel: str, corrupt_store: bool) -> tuple[str, ...]:
+    """What a command may change even when it stops with exit 2: a resume's provenance (config.yaml and the
+    ledger record the started run) and the judgments a judging command paid for before it met the bad input
+    (nothing computed is lost), unless the store is the damaged file."""
+    if command == "resume":
+        return (f"{rel}/config.yaml", f"{rel}/invocations.json")
+    return () if corrupt_store or command not in ("select", "curve") else (f"{rel}/judgments.sqlite",)
 
 
 def _matters(d: RunDamage, command: str, reads: tuple[str, ...] = ()) -> bool:
@@ -1138,11 +1163,11 @@ def _matters(d: RunDamage, command: str, reads: tuple[str, ...] = ()) -> bool:
         return d.name in reads
     if d.part == "pref image":
         return command in ("report", "resume")  # the preference set's images are read only when it is judged again
-    if command == "select" or command == "curve":
+    if command == "select":
         if d.part == "scores" and d.how in ("torn tail", "deleted"):
             return False  # picks never read scores; a missing score is a missing number in the table
-        if d.part == "store" and d.how == "deleted":
-            return False  # the judge is asked again
+    if command in ("select", "curve") and d.part == "store" and d.how == "deleted":
+        return False  # the judge is asked again
     return d.part in NEEDS[command]
 
 
