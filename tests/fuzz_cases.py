@@ -1120,7 +1120,8 @@ def make_run_case(rng: Random, folder: Path, fixtures: Fixtures, command: str | 
     argv, may_write, answer = _run_command(command, rel, judge, fixtures, run)
     bench_files = sorted(p.name for p in (fixtures.run / "mmrb2").glob("*.json"))
     # a plain judgment FILE is matched to its task by pair ids: every task file of the folder is read
-    reads = tuple(f"mmrb2/{name}" for name in bench_files) + (f"mmrb2/judgments/{judge}/{bench_files[0]}",)
+    reads = tuple(f"mmrb2/{name}" for name in bench_files[1:]) + (f"mmrb2/{bench_files[0]}",
+                                                                   f"mmrb2/judgments/{judge}/{bench_files[0]}")
     relevant = [d for d in damage if _matters(d, command, reads)]
     locks = [d for d in damage if d.how == "locked"]
     if command == "resume":
@@ -1159,8 +1160,8 @@ def _records(command: str, rel: str, corrupt_store: bool) -> tuple[str, ...]:
 def _matters(d: RunDamage, command: str, reads: tuple[str, ...] = ()) -> bool:
     if d.how == "benign" or d.how == "locked":
         return False
-    if command == "accuracy" and d.part == "mmrb2":
-        return d.name in reads
+    if command == "accuracy" and d.part == "mmrb2":  # a task file that is gone is simply not matched against;
+        return d.name in reads and (d.how != "deleted" or d.name in reads[-2:])  # the judged task's must be there
     if d.part == "pref image":
         return command in ("report", "resume")  # the preference set's images are read only when it is judged again
     if command == "select":
