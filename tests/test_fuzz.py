@@ -268,3 +268,16 @@ def test_report_names_a_broken_preference_set_file(fixtures, tmp_path, capfd):
     rc, err = _cli(["report", "--run", "run", "--out", "rep", "--bootstrap", "100", "--no-power"], tmp_path, capfd)
     assert rc == 2
     _one_error(err, broken.name)
+
+
+def test_curve_refuses_unscored_candidates_before_judging(fixtures, tmp_path, capfd):
+    """A deleted scores.jsonl made `bon curve` judge, then fail with a KeyError traceback."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    (tmp_path / "run/scores.jsonl").unlink()
+    before = fuzz_cases.snapshot(tmp_path / "run")
+    rc, err = _cli(["curve", "--run", "run", "--judge", "random", "--subsets", "2"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "scores.jsonl", "no verifier score")
+    assert fuzz_cases.snapshot(tmp_path / "run") == before
