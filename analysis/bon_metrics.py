@@ -95,7 +95,7 @@ def read_config(run_dir: Path) -> dict[str, Any]:
     """config.yaml as a dict ({} when missing or unreadable: the analysis does not need it)."""
     try:
         raw = yaml.safe_load(RunFolder(Path(run_dir), existing=True).config.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, yaml.YAMLError, ValueError):  # ValueError: not UTF-8, or an integer of 5000 digits
         return {}
     return raw if isinstance(raw, dict) else {}
 

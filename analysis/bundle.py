@@ -82,8 +82,8 @@ class ReportBundle:
 
     @property
     def n(self) -> int | None:
-        value = self.study.get("n")
-        return int(value) if value is not None else None
+        value = self.study.get("n")  # a hand-edited `n: three` is unknown, as in run_n, not a traceback
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def what_was_run(self) -> list[tuple[str, str]]:
         """The study's settings as (label, text), shown by report.md's "What was run" and report.html's footer."""
@@ -228,6 +228,8 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
         try:
             return run_judge_axis(run_dir, judges, exclude_sources, overlap)
         except BonError:
+            if any(RunFolder(run_dir, existing=True).mmrb2.glob("*.json")):
+                raise  # a preference set that is there but unreadable is an error, not "none"
             return JudgeAxis("no preference set in this run", pd.DataFrame(columns=AXIS_COLUMNS))
     return accuracy_axis(accuracies, run_dir, judges)
 

@@ -8,6 +8,7 @@ plugins so their own value checks run too. A run folder's ``config.yaml`` is a v
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import yaml
 
 from bon import registry, suites
 from bon.content import TASKS
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 
 
 @dataclass
@@ -99,20 +100,76 @@ class StudyConfig:
 
 
 def load_config(path: Path, overrides: dict[str, Any] | None = None) -> StudyConfig:
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BonError(f"{path}: config file not found") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise BonError(f"{path}: not valid YAML{where}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise BonError(f"{path}: a config must be a mapping of keys to values")
     if isinstance(raw.get("study"), dict):  # a run folder's config.yaml: the study, beside its provenance
         raw = {k: v for k, v in raw["study"].items() if v is not None}
     raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return parse_config(raw, where=str(path))
+
+
+MAX_YAML_NODES = 100_000  # far above any study config; an alias bomb expands to billions
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file as data, or a one-line :class:`BonError` naming it. Stricter than ``yaml.safe_load``
+    where a hand-edited file would otherwise mean something else than it says: a key given twice (PyYAML
+    keeps the last silently) and aliases that expand past :data:`MAX_YAML_NODES` items are refused."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")  # -sig: an editor's byte-order mark is not data
+    except FileNotFoundError:
+        raise BonError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise BonError(f"{path}: is a folder, expected a YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise BonError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml(node, path)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise BonError(f"{path}: not valid YAML{where}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise BonError(f"{path}: a value YAML cannot read ({first_line(exc, 120)})") from None
+    finally:
+        loader.dispose()
+
+
+def _check_yaml(root: yaml.Node, path: Path) -> None:
+    """Refuse duplicate keys in any mapping, and aliases that expand too far (sizes memoised per node,
+    so the check itself stays linear in the file)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int = 0) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if depth > 500:
+            raise BonError(f"{path}: nested more than 500 levels deep")
+        sizes[id(node)] = 1  # a node that contains itself counts once
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if (key.tag, key.value) in seen:
+                        raise BonError(f"{path}: key {key.value!r} appears twice (lines {seen[key.tag, key.value]} and "
+                                       f"{key.start_mark.line + 1}); keep one")
+                    seen[key.tag, key.value] = key.start_mark.line + 1
+                total += size(key, depth + 1) + size(value, depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            total += sum(size(item, depth + 1) for item in node.value)
+        if total > MAX_YAML_NODES:
+            raise BonError(f"{path}: its aliases expand to more than {MAX_YAML_NODES:,} items (an alias bomb?)")
+        sizes[id(node)] = total
+        return total
+
+    size(root)
 
 
 def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
@@ -122,16 +179,15 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
         raise BonError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if "out" not in raw:
         raise BonError(f"{where}: missing key 'out' (the run folder)")
+    if not isinstance(raw["out"], str) or not raw["out"].strip():
+        raise BonError(f"{where}: out must be the run folder's path, got {raw['out']!r:.60}")
     cfg = StudyConfig(out=Path(raw["out"]), source=where)
     cfg.seed = _int(raw, "seed", cfg.seed, where)
     cfg.n = _int(raw, "n", cfg.n, where, minimum=1)
     cfg.samples = _int(raw, "samples", cfg.samples, where, minimum=1)
     if raw.get("max_calls") is not None:
         cfg.max_calls = _int(raw, "max_calls", 0, where, minimum=0)
-    cfg.tasks = list(raw.get("tasks", cfg.tasks))
-    for t in cfg.tasks:
-        if t not in TASKS:
-            raise BonError(f"{where}: tasks: unknown task {t!r} (expected one of {', '.join(TASKS)})")
+    cfg.tasks = _tasks(raw.get("tasks", cfg.tasks), where)
     if not isinstance(raw.get("suite", {}), dict):
         raise BonError(f"{where}: suite must be a mapping with 'name' and the suite's options")
     cfg.suite = dict(raw.get("suite", cfg.suite))
@@ -151,7 +207,8 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     for key, least in (("prompts_per_task", 0), ("pairs_per_prompt", 1), ("annotators", 1)):
         if key in pref:
             _int(pref, key, 0, f"{where}: preference", minimum=least)
-    if "margin" in pref and (isinstance(pref["margin"], bool) or not isinstance(pref["margin"], (int, float))):
+    if "margin" in pref and (isinstance(pref["margin"], bool) or not isinstance(pref["margin"], (int, float))
+                             or not math.isfinite(pref["margin"])):
         raise BonError(f"{where}: preference: margin must be a number, got {pref['margin']!r}")
     cfg.preference = PreferenceConfig(**pref)
     suites.suite_call(cfg.suite, cfg.tasks, cfg.seed, where=f"{where}: suite")
@@ -182,9 +239,21 @@ def _devices(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, dict) or set(raw) - {"memory_gb", "count"}:
         raise BonError(f"{where}: devices must be a mapping with memory_gb (per device) and optionally count")
     for key in raw:
-        if isinstance(raw[key], bool) or not isinstance(raw[key], (int, float)) or raw[key] <= 0:
+        if isinstance(raw[key], bool) or not isinstance(raw[key], (int, float)) or not raw[key] > 0 or not math.isfinite(raw[key]):
             raise BonError(f"{where}: devices: {key} must be a positive number, got {raw[key]!r}")
     return dict(raw)
+
+
+def _tasks(raw: Any, where: str) -> list[str]:
+    """A non-empty list of distinct task names (a bare string or a mapping is not a list of tasks)."""
+    if not isinstance(raw, list) or not raw:
+        raise BonError(f"{where}: tasks must be a non-empty list of {', '.join(TASKS)}, got {raw!r:.60}")
+    for t in raw:
+        if not isinstance(t, str) or t not in TASKS:
+            raise BonError(f"{where}: tasks: unknown task {t!r:.60} (expected one of {', '.join(TASKS)})")
+    if len(set(raw)) < len(raw):
+        raise BonError(f"{where}: tasks: a task is listed twice in {raw}")
+    return list(raw)
 
 
 def _int(raw: dict, key: str, default: int, where: str, minimum: int | None = None) -> int:

@@ -318,7 +318,9 @@ def drop_torn_tail(path: Path) -> None:
 
 
 def load_prompts(path: Path) -> list[Prompt]:
-    return [Prompt.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in read_jsonl(path)]
+    """Prompts from JSONL. Strict: bon writes ``prompts.jsonl`` whole and atomically, so a torn last
+    line there is damage, not an interrupted append (skipping it would drop a prompt from the study)."""
+    return [Prompt.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in read_jsonl(path, torn_tail_ok=False)]
 
 
 def load_candidates(path: Path) -> list[Candidate]:

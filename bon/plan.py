@@ -104,7 +104,14 @@ def count_prompts(cfg: StudyConfig) -> tuple[dict[str, int | None], str]:
     suite = dict(cfg.suite)
     name = suite.get("name", "jsonl" if "path" in suite else "synthetic")
     path = suite.get("path")
-    if name == "synthetic" or (path and Path(path).exists()):
+    if name == "synthetic":  # its contract: per_task prompts per task, the preference prompts drawn beside
+        per_task, limit = suite.get("per_task", 40), suite.get("limit")
+        if isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 0:
+            raise BonError(f"{cfg.source}: suite: per_task must be a whole number of prompts (0 or more), got {per_task!r:.40}")
+        per_task = min(per_task, limit) if isinstance(limit, int) and limit > 0 else per_task
+        return ({"best_of_n": per_task * len(cfg.tasks), "preference": cfg.preference.prompts_per_task * len(cfg.tasks)},
+                "synthetic suite read from the synthetic world")
+    if path and Path(path).exists():
         from bon import suites
         from bon.stages.prompts import split
 
@@ -113,9 +120,7 @@ def count_prompts(cfg: StudyConfig) -> tuple[dict[str, int | None], str]:
         except BonError as exc:
             return {"best_of_n": None, "preference": 0}, f"unknown ({exc})"
         bon, pref = split(prompts)
-        if name == "synthetic":  # the held-out preference prompts are drawn beside the suite
-            pref += [None] * (cfg.preference.prompts_per_task * len(cfg.tasks))
-        return {"best_of_n": len(bon), "preference": len(pref)}, f"{name} suite read from {path or 'the synthetic world'}"
+        return {"best_of_n": len(bon), "preference": len(pref)}, f"{name} suite read from {path}"
     if name in SUITE_SIZES and not path:
         size = SUITE_SIZES[name]
         if suite.get("limit"):

@@ -26,7 +26,7 @@ import re
 from importlib import metadata
 from typing import Any, Mapping
 
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 
 # kind -> (package holding the built-in PLUGINS table, entry-point group for installed packages)
 KINDS = {
@@ -146,6 +146,10 @@ def create_from(kind: str, spec: str, options: Mapping[str, Any], where: str | N
         raise BonError(_bad_call(kind, name, factory, exc, where)) from None
     except BonError as exc:
         raise BonError(f"{where}: {exc}" if where else str(exc)) from None
+    except (ValueError, OverflowError) as exc:  # an option value the constructor cannot use, e.g. seed="1=2"
+        options_given = ", ".join(f"{k}={v!r:.40}" for k, v in options.items() if k != "name")
+        raise BonError(f"{where + ': ' if where else ''}{kind} {name!r}: an option value it cannot use "
+                       f"({first_line(exc)}; options: {options_given or 'none'})") from None
     if kind != "suite":
         plugin._bon_plugin = name
     return plugin

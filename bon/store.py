@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from bon.errors import BonError, first_line
 from bon.plugins import Score
 from bon.protocol import Verdict
 
@@ -106,14 +107,30 @@ class JudgmentStore:
     def __init__(self, path: Path, invocation: str | None = None, command: str = ""):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-        self._migrate()
+        self._db = self._open()
         self.invocation = invocation or new_invocation_id()
         self._command, self._recorded = command, False  # the invocation is recorded with its first answer
         self._runtimes: dict[str, str] = {}  # judge id -> the runtime its answers are recorded with
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect, set WAL and create or migrate the schema. A file that is not a SQLite store is a one-line
+        error naming it (a lock held by another writer stays a sqlite3 error: the CLI calls it transient)."""
+        self._db = None
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            if self._db is not None:
+                self._db.close()
+            if isinstance(exc, sqlite3.OperationalError):
+                if "locked" in str(exc):
+                    raise
+                raise BonError(f"{self.path}: cannot open the judgment store ({first_line(exc)})") from None  # read-only...
+            raise BonError(f"{self.path}: not a readable judgment store ({first_line(exc)})") from None
+        return self._db
 
     def _migrate(self) -> None:
         """Add the cost and runtime columns to a store written by an older bon (its rows keep NULLs)."""

@@ -19,7 +19,7 @@ import yaml
 
 from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
-from bon.config import PluginSpec, StudyConfig
+from bon.config import PluginSpec, StudyConfig, read_yaml
 from bon.content import Candidate, Prompt
 from bon.errors import BonError, Stopped
 from bon.executors import create_executor
@@ -59,7 +59,7 @@ def record_config(run: RunFolder, cfg: StudyConfig) -> None:
     different study. A config left by a start that failed before producing anything never blocks."""
     wanted = cfg.as_dict()
     if run.config.exists():
-        previous = yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}
+        previous = read_yaml(run.config) or {}
         old = previous.get("study") if isinstance(previous, dict) else None
         old = old if isinstance(old, dict) else {}
         changed = [k for k in FROZEN_KEYS if k in old and old[k] != wanted[k] and _recorded(run, k, old)]
@@ -98,6 +98,8 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
     built = build_prompts(cfg) if first_start else None  # in memory first: a bad suite creates nothing
     run = RunFolder(cfg.out)
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
+    if run.store.exists():  # a damaged store refuses the resume before config.yaml and the ledger are written
+        JudgmentStore(run.store).close()
     record_config(run, cfg)
     if resuming:
         note(resuming)
@@ -320,7 +322,8 @@ class FinishedStudy:
 
 def recorded_study(config: Path) -> dict[str, Any]:
     """The ``study`` section of a run folder's ``config.yaml`` (the provenance beside it left out)."""
-    study = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("study")
+    recorded = read_yaml(config)
+    study = recorded.get("study") if isinstance(recorded, dict) else None
     if not isinstance(study, dict):
         raise BonError(f"{config}: no 'study' section")
     return study

@@ -49,11 +49,11 @@ def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str,
     for opt in options:
         key, sep, value = opt.partition("=")
         if not sep or not key.strip():
-            raise BonError(f"{flag} {opt!r}: expected KEY=VALUE")
+            raise BonError(f"{flag} {opt!r:.80}: expected KEY=VALUE")
         try:
             parsed[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise BonError(f"{flag} {opt!r}: the value is not valid YAML") from None
+        except (yaml.YAMLError, ValueError):  # ValueError: an integer of more than 4300 digits
+            raise BonError(f"{flag} {opt!r:.80}: the value is not valid YAML") from None
     return parsed
 
 
@@ -116,8 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     except (BonError, click.ClickException, OSError, sqlite3.DatabaseError) as exc:
         print(f"bon: error: {_error_line(exc)}", file=sys.stderr)
+        if _locked(exc):
+            return 3  # transient: another writer held the store too long; nothing is lost, rerun
         return exc.exit_code if isinstance(exc, click.ClickException) else 2  # a usage error's is 2 too
     return rc if isinstance(rc, int) else 0
+
+
+def _locked(exc: Exception) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
 def _error_line(exc: Exception) -> str:
@@ -130,7 +136,8 @@ def _error_line(exc: Exception) -> str:
     if isinstance(exc, OSError):  # a read-only folder, a full disk: naming the file
         return f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc)
     where = "judgment store: " if isinstance(exc, sqlite3.DatabaseError) else ""  # e.g. a read-only folder
-    return where + " ".join(str(exc).split())
+    rerun = "; another bon process is writing it: rerun when it is done" if _locked(exc) else ""
+    return where + " ".join(str(exc).split()) + rerun
 
 
 from bon.cli import analysis_commands, mmrb2_commands, study_commands  # noqa: E402,F401  (register the commands)

@@ -43,12 +43,13 @@ def parse_executor(raw: Any, where: str) -> dict[str, Any]:
 
 def executor_options_from(config: Path, name: str) -> dict[str, Any]:
     """The options a config file gives executor ``name`` (so ``--executor ray`` keeps its cluster settings)."""
-    import yaml
+    from bon.config import read_yaml
 
     try:
-        raw = (yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}).get("executor")
-    except (OSError, yaml.YAMLError, AttributeError):
+        recorded = read_yaml(Path(config))
+    except BonError:
         return {}  # load_config reports a broken file with its own one-line error
+    raw = recorded.get("executor") if isinstance(recorded, dict) else None
     spec = parse_executor(raw, where=f"{config}: executor") if raw else {}
     return spec.get("options", {}) if spec.get("name") == name else {}
 

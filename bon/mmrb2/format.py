@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterable, Mapping
 
 from bon.content import content_entries
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 from bon.io import atomic_write
 from bon.tasks import Task, parse_task
 
@@ -78,6 +78,8 @@ def _parse_pair(rec: Any, path: Path, i: int) -> Pair:
     pid = rec.get("id", rec.get("pair_id"))
     if pid is None or str(pid) == "":
         raise BonError(f"{path}: pair #{i}: has no \"id\" (or \"pair_id\")")
+    if isinstance(pid, bool) or not isinstance(pid, (str, int)):  # judgment files key pairs by these ids as text
+        raise BonError(f"{path}: pair #{i}: \"id\" must be a string, got {pid!r:.40}")
     pid = str(pid)
     where = f"{path}: pair {pid}"
     if "chosen" not in rec:
@@ -200,14 +202,27 @@ def write_judgments(path: Path, data: Mapping[str, Mapping[str, Any]]) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file, or a one-line :class:`BonError` naming it."""
+    """A JSON file, or a one-line :class:`BonError` naming it (a key given twice in one object too)."""
+    def unique(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        """Python keeps the last of two equal keys silently; in a judgment file that hides a pair's other answer."""
+        obj: dict[str, Any] = {}
+        for key, value in items:
+            if key in obj:
+                raise BonError(f"{path}: key {key!r:.60} appears twice in one object")
+            obj[key] = value
+        return obj
+
     try:
         with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
+            return json.load(fh, object_pairs_hook=unique)
     except FileNotFoundError:
         raise BonError(f"{path}: file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BonError(f"{path}: not valid JSON ({exc})") from None
+    except ValueError as exc:  # a number Python will not convert (an integer of more than 4300 digits)
+        raise BonError(f"{path}: not readable JSON ({first_line(exc, 120)})") from None
+    except RecursionError:
+        raise BonError(f"{path}: not readable JSON (nested too deeply)") from None
     except OSError as exc:
         raise BonError(f"{path}: unreadable ({exc.strerror or exc})") from None
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bon.content import TASKS, Content, Prompt
+from bon.errors import BonError
 from generators.synthetic import language as L
 from generators.synthetic import scene as S
 
@@ -31,6 +32,8 @@ MAX_TRIES = 200
 
 def build_suite(seed: int, per_task: int = 40, tasks: Sequence[str] = TASKS, id_prefix: str = "") -> list[Prompt]:
     """``per_task`` prompts for each task, categories in rotation; same seed, same suite."""
+    if isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 0:
+        raise BonError(f"synthetic suite: per_task must be a whole number of prompts (0 or more), got {per_task!r:.40}")
     # each draws a spec from the rng, or None when the draw does not fit (then it draws again)
     makers: dict[str, Callable[[np.random.Generator, str], dict[str, Any] | None]] = {
         "t2i": make_t2i, "edit": try_edit, "interleaved": try_interleaved, "reasoning": try_reasoning,

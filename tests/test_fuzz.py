@@ -1,0 +1,283 @@
+"""Every reader fuzzed with hypothesis through the real CLI, and one regression test per bug the fuzzing
+found. The cases and their oracles live in ``fuzz_cases.py`` (``benchmarks/fuzz.py`` plays thousands of
+them); here each reader gets a small example budget (the ``ci`` settings profile), so CI stays fast.
+
+Oracle for every case: exit 0 with the answer the case computed itself, or exit 2 with one stderr line
+naming the file or option at fault, or exit 3 where a transient failure stops a run; never a traceback,
+a hang, or a change to a file the command must leave alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+import fuzz_cases  # noqa: E402
+from fuzz_cases import Case, make_fixtures, run_case  # noqa: E402
+
+settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("long", max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROFILE = settings.get_profile(os.environ.get("BON_FUZZ_PROFILE", "ci"))  # `long` for a deeper local run
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    """A finished tiny study (3 cheap judges, N = 3, two tasks; about 4 s), made once for this module, in a
+    warm process (forked children then start in milliseconds)."""
+    fuzz_cases.warm_up()
+    return make_fixtures(tmp_path_factory.mktemp("fuzz") / "fixture")
+
+
+class Folders:
+    """A fresh, empty folder per hypothesis example (pytest's tmp_path is one per test)."""
+
+    def __init__(self, root: Path):
+        self.root, self.n = root, 0
+
+    def __call__(self) -> Path:
+        self.n += 1
+        folder = self.root / f"case-{self.n}"
+        folder.mkdir()
+        return folder
+
+
+def assert_ok(case: Case) -> None:
+    kind, detail, outcome = run_case(case)
+    assert kind == "ok", f"[{case.reader}] {case.mutation}: {kind}: {detail}\n  bon {' '.join(case.argv)}\n{outcome.stderr[-1500:]}"
+
+
+@pytest.mark.parametrize("reader", ["config", "mmrb2", "run-folder", "cli-options"])
+def test_reader_never_tracebacks_lies_hangs_or_damages(reader, fixtures, tmp_path):
+    folders = Folders(tmp_path)
+
+    @PROFILE
+    @given(st.randoms(use_true_random=False))
+    def check(rng):
+        assert_ok(fuzz_cases.READERS[reader](rng, folders(), fixtures))
+
+    check()
+
+
+def test_fork_server_and_fresh_process_agree(fixtures, tmp_path):
+    """--spawn of benchmarks/fuzz.py: the same case in a fresh `python -m bon.cli` comes out the same."""
+    import random
+
+    for i, reader in enumerate(["mmrb2", "config"]):
+        forked = fuzz_cases.READERS[reader](random.Random(i), tmp_path / f"f{i}", fixtures)
+        spawned = fuzz_cases.READERS[reader](random.Random(i), tmp_path / f"s{i}", fixtures)
+        kind_f, _, out_f = run_case(forked)
+        kind_s, _, out_s = run_case(spawned, spawn=True)
+        assert (kind_f, out_f.rc) == (kind_s, out_s.rc) and kind_f == "ok"
+
+
+def test_official_accuracy_oracle_matches_the_published_sample(tmp_path):
+    """The fuzz oracle is an independent reading of the official rules: on hand-made pairs it gives the
+    counts the rules say (forward vs chosen, reverse flipped, empty and absent not counted)."""
+    pairs = [{"id": "p1", "chosen": "A"}, {"id": "p2", "chosen": "B"}, {"id": "p3", "chosen": "A"}]
+    judged = {"p1": {"forward": [{"judgement": "A"}, {"judgement": "B"}], "reverse": [{"judgement": "B"}]},
+              "p2": {"forward": [{"judgement": ""}], "reverse": [{"judgement": "B"}]},
+              "p3": {"forward": [{"judgement": "tie"}]}, "nope": {"forward": [{"judgement": "A"}]}}
+    assert fuzz_cases.official_accuracy(pairs, judged) == (2, 4)  # p1 twice right; p2 reverse wrong; p3 tie wrong
+
+
+# --- regressions: each bug the fuzzing found, as the smallest case that showed it -----------------
+
+
+def _cli(argv, cwd: Path, capfd) -> tuple[int, str]:
+    from bon.cli import main
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        rc = main(argv)
+    finally:
+        os.chdir(here)
+    err = capfd.readouterr().err
+    return rc, err
+
+
+def _one_error(err: str, *names: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bon: error: "), err
+    assert all(name in lines[0] for name in names), lines[0]
+    return lines[0]
+
+
+def _config(tmp_path: Path, text: str = "", **replace) -> Path:
+    """The tiny study as a config file, some keys replaced, some text appended."""
+    import yaml
+
+    base = yaml.safe_dump({"out": "never", **fuzz_cases.TINY_STUDY, **replace}, sort_keys=False)
+    (tmp_path / "c.yaml").write_text(base + text, encoding="utf-8")
+    return tmp_path / "c.yaml"
+
+
+BOMB = ("x: [&a [l, l], &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a], &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b], "
+        "&d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c], &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d], "
+        "&f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]]\n")
+
+
+@pytest.mark.parametrize("text, replace, named", [
+    ("n: 5\n", {}, "'n' appears twice"),                               # PyYAML kept the last value silently
+    ("devices: {memory_gb: .nan}\n", {}, "memory_gb"),                 # NaN passed the `<= 0` check
+    ("", {"tasks": 5}, "tasks must be a non-empty list"),               # list(5): a TypeError traceback
+    ("", {"tasks": {"t2i": 1}}, "tasks must be a non-empty list"),      # a mapping read as its keys
+    ("", {"out": ["a"]}, "out must be"),                                # Path(["a"]): a TypeError traceback
+    (BOMB, {}, "alias bomb"),                                           # 10**5 items from a 300-byte file
+    ("", {"preference": {"margin": float("nan")}}, "margin"),
+])
+def test_config_values_that_were_accepted_or_crashed(tmp_path, capfd, text, replace, named):
+    _config(tmp_path, text, **replace)
+    rc, err = _cli(["run", "c.yaml", "--dry-run"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "c.yaml", named)
+
+
+def test_config_not_utf8_and_huge_integer(tmp_path, capfd):
+    cfg = _config(tmp_path)
+    cfg.write_bytes(cfg.read_bytes() + b"# \xff\n")
+    rc, err = _cli(["run", "c.yaml", "--dry-run"], tmp_path, capfd)
+    assert rc == 2 and "not UTF-8" in _one_error(err, "c.yaml")
+    _config(tmp_path, seed=0)
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace("seed: 0", "seed: " + "9" * 5000), encoding="utf-8")
+    rc, err = _cli(["run", "c.yaml", "--dry-run"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "c.yaml")
+
+
+def test_dry_run_counts_a_huge_synthetic_suite_without_building_it(tmp_path, capfd):
+    """per_task 10**9 built a billion prompts (a hang); -1 planned nothing without a word."""
+    _config(tmp_path, suite={"name": "synthetic", "per_task": 10 ** 9})
+    rc, _ = _cli(["run", "c.yaml", "--dry-run"], tmp_path, capfd)
+    assert rc == 0
+    _config(tmp_path, suite={"name": "synthetic", "per_task": -1})
+    rc, err = _cli(["run", "c.yaml", "--dry-run"], tmp_path, capfd)
+    assert rc == 2 and "per_task" in _one_error(err, "c.yaml")
+
+
+def test_dry_run_checks_strategy_options(tmp_path, capfd):
+    """--strategy-option aggregate=borda on a knockout passed --dry-run (only the real run refused it)."""
+    _config(tmp_path)
+    rc, err = _cli(["run", "c.yaml", "--dry-run", "--strategy-option", "aggregate=borda"], tmp_path, capfd)
+    assert rc == 2 and "aggregate" in _one_error(err, "--strategy")
+
+
+@pytest.mark.parametrize("option, named", [("seed=1=2", "seed"), ("seed=" + "9" * 5000, "--judge-option")])
+def test_judge_option_values_the_plugin_cannot_take(fixtures, tmp_path, capfd, option, named):
+    """int("1=2") in a judge's constructor, and a 5000-digit YAML integer, were tracebacks."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    before = fuzz_cases.snapshot(tmp_path / "run")
+    rc, err = _cli(["select", "--run", "run", "--judge", "random", "--judge-option", option], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, named)
+    assert fuzz_cases.snapshot(tmp_path / "run") == before
+
+
+def test_torn_prompts_file_is_refused_not_shortened(fixtures, tmp_path, capfd):
+    """prompts.jsonl is written whole: a torn last line used to drop that prompt from the study silently."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    prompts = tmp_path / "run/prompts.jsonl"
+    prompts.write_bytes(prompts.read_bytes()[:-20])
+    rc, err = _cli(["select", "--run", "run", "--judge", "random"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "prompts.jsonl")
+
+
+@pytest.mark.parametrize("damage", [b"not a database\n", b"\0" * 4096])
+def test_corrupt_store_is_named_and_left_alone(fixtures, tmp_path, capfd, damage):
+    """The error line said only "judgment store: file is not a database"; a resume also rewrote
+    config.yaml and invocations.json before it failed."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    (tmp_path / "run/judgments.sqlite").write_bytes(damage)
+    before = fuzz_cases.snapshot(tmp_path / "run")
+    for argv in (["select", "--run", "run", "--judge", "random"], ["run", "run/config.yaml", "--out", "run"]):
+        rc, err = _cli(argv, tmp_path, capfd)
+        assert rc == 2
+        _one_error(err, "judgments.sqlite")
+        assert fuzz_cases.snapshot(tmp_path / "run") == before
+
+
+def test_locked_store_is_transient(monkeypatch, tmp_path, capfd):
+    """A store another writer holds past SQLite's wait is exit 3 (rerun), not exit 2 (bad input)."""
+    from bon import store
+
+    def locked(self):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store.JudgmentStore, "_open", locked)
+    (tmp_path / "t2i.json").write_text(json.dumps({"pairs": []}), encoding="utf-8")
+    rc, err = _cli(["mmrb2", "judge", "--judge", "random", "--bench-dir", ".", "--task", "t2i", "--out-file", "o.json"],
+                   tmp_path, capfd)
+    assert rc == 3 and "rerun" in _one_error(err, "locked")
+
+
+def _bench(tmp_path: Path, pairs: list[dict], judged_text: str) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench/t2i.json").write_text(json.dumps({"pairs": pairs}), encoding="utf-8")
+    (tmp_path / "j.json").write_text(judged_text, encoding="utf-8")
+
+
+PAIR = {"response_a": [["text", "a"]], "response_b": [["text", "b"]], "chosen": "A"}
+
+
+@pytest.mark.parametrize("judged, named", [
+    ('{"p1": {"forward": [{"judgement": "A"}]}, "p1": {"forward": [{"judgement": "B"}]}}', "appears twice"),
+    ('{"p1": {"forward": [{"judgement": "A"}], "meta": ' + "[" * 100000 + "]" * 100000 + "}}", "j.json"),
+    ('{"p1": {"forward": [{"judgement": "A", "metadata": {"n": ' + "9" * 5000 + "}}]}}", "j.json"),
+])
+def test_judgment_files_with_duplicate_keys_deep_nesting_or_huge_numbers(tmp_path, capfd, judged, named):
+    """Python's json kept the last of two equal pair ids silently; 100,000 nested lists and a 5000-digit
+    integer raised RecursionError and ValueError (tracebacks)."""
+    _bench(tmp_path, [{"id": "p1", **PAIR}], judged)
+    rc, err = _cli(["mmrb2", "accuracy", "--bench-dir", "bench", "t2i=j.json"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "j.json", named)
+
+
+@pytest.mark.parametrize("pid", [True, 1.5, ["x"]])
+def test_pair_ids_must_be_strings(tmp_path, capfd, pid):
+    """An id of true, 1.5 or ["x"] was read as the text "True", "1.5", "['x']"."""
+    _bench(tmp_path, [{"id": pid, **PAIR}], json.dumps({str(pid): {"forward": [{"judgement": "A"}]}}))
+    rc, err = _cli(["mmrb2", "accuracy", "--bench-dir", "bench", "t2i=j.json"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "t2i.json", "id")
+
+
+def test_report_names_a_broken_preference_set_file(fixtures, tmp_path, capfd):
+    """A torn judgment file of the run's preference set read as "no preference set in this run"."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    broken = sorted((tmp_path / "run/mmrb2/judgments").rglob("*.json"))[0]
+    broken.write_text(broken.read_text(encoding="utf-8")[:40], encoding="utf-8")
+    rc, err = _cli(["report", "--run", "run", "--out", "rep", "--bootstrap", "100", "--no-power"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, broken.name)
+
+
+def test_curve_refuses_unscored_candidates_before_judging(fixtures, tmp_path, capfd):
+    """A deleted scores.jsonl made `bon curve` judge, then fail with a KeyError traceback."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    (tmp_path / "run/scores.jsonl").unlink()
+    before = fuzz_cases.snapshot(tmp_path / "run")
+    rc, err = _cli(["curve", "--run", "run", "--judge", "random", "--subsets", "2"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "scores.jsonl", "no verifier score")
+    assert fuzz_cases.snapshot(tmp_path / "run") == before
