@@ -183,7 +183,7 @@ def gate_note(state: GateState) -> str:
         return f"{state.settled}/{state.matches} matches settled by the cheap judge"
     audit = ""
     if state.audited:
-        lo, hi = flips.wilson_lower(state.audit_changed, state.audited), flips.wilson_upper(state.audit_changed, state.audited)
+        lo, hi = flips.wilson_interval(state.audit_changed, state.audited)  # audited > 0: an interval
         audit = f"; audit: {state.audit_changed}/{state.audited} outcomes changed (95% CI {lo:.3f}-{hi:.3f})"
     return f"{state.settled}/{state.matches} matches settled by one order{audit}"
 

@@ -415,13 +415,21 @@ def _bad_bench(world: Mmrb2World, task: str, name: str | None = None) -> None:
 
 # Each mutation changes the world and, when it makes the input bad, records what the error may name.
 
-def _m_drop_pair_field(w: Mmrb2World, rng: Random) -> None:
+def _random_pair(w: Mmrb2World, rng: Random) -> tuple[str, dict] | None:
+    """A random task with pairs and one of its pairs (None when there is none to pick)."""
     if not w.bench:
-        return
+        return None
     task = rng.choice(list(w.bench))
     if not w.bench[task]:
+        return None
+    return task, rng.choice(w.bench[task])
+
+
+def _m_drop_pair_field(w: Mmrb2World, rng: Random) -> None:
+    picked = _random_pair(w, rng)
+    if picked is None:
         return
-    pair = rng.choice(w.bench[task])
+    task, pair = picked
     key = rng.choice(["id", "chosen", "response_a", "response_b", "prompt_source", "prompt_metadata", "human_annotations"])
     pair.pop(key, None)
     if key in ("id", "chosen", "response_a", "response_b"):
@@ -429,12 +437,10 @@ def _m_drop_pair_field(w: Mmrb2World, rng: Random) -> None:
 
 
 def _m_retype_pair_field(w: Mmrb2World, rng: Random) -> None:
-    if not w.bench:
+    picked = _random_pair(w, rng)
+    if picked is None:
         return
-    task = rng.choice(list(w.bench))
-    if not w.bench[task]:
-        return
-    pair = rng.choice(w.bench[task])
+    task, pair = picked
     key, value, bad = rng.choice([
         ("chosen", rng.choice([1, "a", None, ["A"], "AB", True, "C", float("nan")]), True),
         ("id", rng.choice([["x"], {"a": 1}, True, 1.5, None, ""]), True),

@@ -182,24 +182,27 @@ def _rates(records: Sequence[Flip]) -> dict[str, Any]:
             "changed": chg, "changed_rate": chg / n if n else None, "tied_both_orders": sum(r.tie for r in records)}
 
 
-def wilson_upper(k: int, n: int, z: float = 1.96) -> float | None:
-    """Upper end of the 95% Wilson interval of a proportion k/n (None for n = 0)."""
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The 95% Wilson interval of a proportion k/n (None for n = 0): unlike k/n +- a normal spread it
+    stays inside [0, 1] and is honest for the small counts an audit or a gate calibration sees."""
     if n == 0:
         return None
     p = k / n
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + spread) / (1 + z * z / n))
+    return max(0.0, (centre - spread) / (1 + z * z / n)), min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def wilson_upper(k: int, n: int, z: float = 1.96) -> float | None:
+    """Upper end of :func:`wilson_interval` (None for n = 0)."""
+    interval = wilson_interval(k, n, z)
+    return interval[1] if interval else None
 
 
 def wilson_lower(k: int, n: int, z: float = 1.96) -> float | None:
-    """Lower end of the 95% Wilson interval of a proportion k/n (None for n = 0)."""
-    if n == 0:
-        return None
-    p = k / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (centre - spread) / (1 + z * z / n))
+    """Lower end of :func:`wilson_interval` (None for n = 0)."""
+    interval = wilson_interval(k, n, z)
+    return interval[0] if interval else None
 
 
 def gating_advice(rows: Sequence[Mapping[str, Any]]) -> str:
