@@ -157,7 +157,7 @@ class GateState:
         return {
             "kind": "cascade" if self.referee is not None else "gate",
             **({"cascade": self.referee.judge.name} if self.referee is not None else {}),
-            "calibration": {k_: v for k_, v in self.calibration.items()},
+            "calibration": dict(self.calibration),
             "gate": None if self.effective is None else self.effective.gate,
             "ties": None if self.effective is None else self.effective.ties,
             "matches": self.matches, "settled": self.settled, "ties_settled": self.ties_settled,
