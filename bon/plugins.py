@@ -157,6 +157,26 @@ class Verifier(Plugin, ABC):
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         """Never raises for a bad candidate: returns ``Score(None, missing=reason)``."""
 
+    def read_item(self, item: dict[str, Any], base_dir: Any) -> tuple[Prompt, Candidate]:
+        """One benchmark item in the benchmark's own fields (plus ``response`` text and/or image paths,
+        relative to ``base_dir``) as the prompt and candidate :meth:`score` takes (``bon score``).
+        Raises :class:`bon.errors.BonError` naming the item and the field that is missing or wrong."""
+        from bon.errors import BonError
+        raise BonError(f"verifier {self.name!r} does not read benchmark items (bon score)")
+
+    def item_id(self, item: dict[str, Any]) -> str:
+        """The item's own id in its benchmark (EMMA ``pid``, GEdit ``key``, ...)."""
+        return str(item.get("id", ""))
+
+    def aggregate(self, scored: Sequence[tuple[Prompt, Score]]) -> dict[str, Any]:
+        """The benchmark's headline numbers over scored items, aggregated as its official code does.
+
+        The default (no official rule) is the mean of the scores that exist and the count of failed ones;
+        a verifier whose benchmark aggregates otherwise (per category, several levels) overrides it."""
+        values = [s.value for _, s in scored if s.value is not None]
+        return {"score": sum(values) / len(values) if values else None, "items": len(scored),
+                "failed": len(scored) - len(values)}
+
 # --- judges -----------------------------------------------------------------------------------
 
 
