@@ -11,7 +11,7 @@
   It is correct when it equals the reference answer or the correct option's text (the answer itself for
   open-ended problems) by the official ``is_equal``: the same lower-cased string; or ``word2number``
   reads it as the reference; or ``latex2sympy2`` reads both as numbers equal to 2 decimals, or their
-  difference simplifies to 0. Needs ``pip install 'bon[emma]'`` (``latex2sympy2``, ``word2number``,
+  difference simplifies to 0. Needs ``pip install '.[emma]'`` (``latex2sympy2``, ``word2number``,
   EMMA's own dependencies). Where the official code itself would stop with an error on an odd reply,
   bon counts no match.
 - ``official-judge``: the official LLM-judge mode (``--gpt_eval``): one user message, the official
@@ -306,8 +306,9 @@ def _require_official_libraries(who: str) -> None:
     try:
         import latex2sympy2  # noqa: F401
         import word2number  # noqa: F401
-    except ImportError as exc:
-        raise BonError(f"{who}: metric official needs {exc.name} (EMMA's own dependency): pip install 'bon[emma]'") from None
+    except ImportError as exc:  # absent, or (antlr4 4.7.2, which latex2sympy2 pins) broken on Python 3.12+
+        raise BonError(f"{who}: metric official needs latex2sympy2 and word2number, EMMA's own dependencies "
+                       f"(pip install '.[emma]'; import failed: {first_line(exc)})") from None
 
 
 # --- items in EMMA's own fields (bon score) -------------------------------------------------------
