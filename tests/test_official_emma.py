@@ -253,3 +253,11 @@ def test_the_judge_mode_defaults_to_the_official_grader_and_needs_the_instructio
         EmmaVerifier(metric="official-judge", judge_prompt=str(tmp_path / "other.py"))
     with pytest.raises(BonError, match="metric must be one of"):
         EmmaVerifier(metric="lenient")
+
+
+def test_a_study_prompt_without_an_option_text_never_matches_an_empty_extraction():
+    """A suite row whose answer names no option has no answer_text: the reference stands in, never ''."""
+    prompt = Prompt("q2", "reasoning", Content.of("?"), {"answer": "Z", "type": "multiple choice", "options": ["x", "y"]})
+    score = EmmaVerifier().score(prompt, Candidate("q2", 0, "g", 0, Content.of("no answer in here")))
+    assert score.value == 0.0 and score.details["extracted"] == ""
+    assert EmmaVerifier().score(prompt, Candidate("q2", 0, "g", 0, Content.of("\\boxed{z}"))).value == 1.0

@@ -306,7 +306,7 @@ def _require_official_libraries(who: str) -> None:
     try:
         import latex2sympy2  # noqa: F401
         import word2number  # noqa: F401
-    except ImportError as exc:  # absent, or (antlr4 4.7.2, which latex2sympy2 pins) broken on Python 3.12+
+    except ImportError as exc:  # absent, or broken: latex2sympy2 pins antlr4 4.7.2, which imports typing.io
         raise BonError(f"{who}: metric official needs latex2sympy2 and word2number, EMMA's own dependencies "
                        f"(pip install '.[emma]'; import failed: {first_line(exc)})") from None
 
@@ -345,7 +345,9 @@ def item_metadata(item: dict[str, Any], who: str) -> dict[str, Any]:
 
 def _official_truth_text(meta: dict[str, Any]) -> str:
     """The official ``gt_content``: the correct option's text, or the answer of an open-ended problem."""
-    return str(meta.get("answer_text") if meta.get("type") == "Multiple Choice" else meta.get("answer", ""))
+    if str(meta.get("type", "")).lower() == "multiple choice" and meta.get("answer_text") is not None:
+        return str(meta["answer_text"])
+    return str(meta.get("answer", ""))  # open-ended, or no option to name (the official code would stop there)
 
 
 def official_accuracy(scored: Sequence[tuple[Prompt, Score]]) -> dict[str, Any]:
