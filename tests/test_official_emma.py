@@ -190,6 +190,9 @@ def test_a_missing_response_field_and_other_bad_input(tmp_path, capsys):
     (tmp_path / "torn.jsonl").write_text('{"pid": "x"', encoding="utf-8")
     rc, _, err = bon_score(capsys, tmp_path / "torn.jsonl")
     assert rc == 2 and "not valid JSON" in err
+    (tmp_path / "latin1.jsonl").write_bytes('{"pid": "caf\xe9"}\n'.encode("latin-1"))
+    rc, _, err = bon_score(capsys, tmp_path / "latin1.jsonl")
+    assert rc == 2 and "not UTF-8" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_verifier_that_reads_no_items_is_one_line(tmp_path, capsys):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from bon.plugins import Score, Verifier
 
 
 def score_items(verifier_spec: str, options: dict[str, Any], items_file: Path, out_file: Path | None) -> dict[str, Any]:
-    """Score every item; returns ``{"aggregate", "items", "failed", "transient", "reused"}``."""
+    """Score every item; returns ``{"aggregate", "items", "failed", "transient", "reused"}`` (strict JSON values)."""
     from bon.progress import bar
 
     verifier = registry.create("verifier", verifier_spec, **options)
@@ -52,13 +53,13 @@ def score_items(verifier_spec: str, options: dict[str, Any], items_file: Path, o
                     continue
                 scored.append((prompt, score))
                 if sink is not None:
-                    sink.write(json.dumps(record or _record(item_id, score, key), ensure_ascii=False, allow_nan=False) + "\n")
+                    sink.write(json.dumps(_strict(record or _record(item_id, score, key)), ensure_ascii=False) + "\n")
                     sink.flush()
     finally:
         if sink is not None:
             sink.close()
         verifier.close()
-    return {"aggregate": verifier.aggregate(scored), "items": len(items), "transient": transient,
+    return {"aggregate": _strict(verifier.aggregate(scored)), "items": len(items), "transient": transient,
             "failed": sum(s.value is None for _, s in scored), "reused": sum(k in kept for k in keys)}
 
 
@@ -68,7 +69,11 @@ def _read_items(verifier: Verifier, items_file: Path) -> list[tuple[str, dict[st
         raise BonError(f"--items {items_file}: no such file")
     base = items_file.resolve().parent
     items, seen = [], {}
-    for n, item in read_jsonl(items_file, torn_tail_ok=False):
+    try:
+        rows = list(read_jsonl(items_file, torn_tail_ok=False))
+    except UnicodeDecodeError:
+        raise BonError(f"--items {items_file}: not UTF-8 text") from None
+    for n, item in rows:
         try:
             prompt, candidate = verifier.read_item(item, base)
         except BonError as exc:
@@ -109,3 +114,14 @@ def _record(item_id: str, score: Score, key: str) -> dict[str, Any]:
 def _score_of(record: dict[str, Any]) -> Score:
     details = {k: v for k, v in record.items() if k not in ("id", "score", "missing", "input_sha256")}
     return Score(record.get("score"), details, missing=record.get("missing"))
+
+
+def _strict(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null (strict JSON has neither)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
