@@ -207,7 +207,7 @@ def score(verifier_spec: str, verifier_options: tuple[str, ...], items_file: Pat
     result = score_items(verifier_spec, options, items_file, out_file)
     failed = f", {result['failed']} failed" if result["failed"] else ""
     reused = f", {result['reused']} from an earlier run" if result["reused"] else ""
-    print(f"scored {result['items']} items{failed}{reused}" + (f" -> {out_file}" if out_file else ""), file=sys.stderr)
+    print(f"scored {result['items']} item{'' if result['items'] == 1 else 's'}{failed}{reused}" + (f" -> {out_file}" if out_file else ""), file=sys.stderr)
     write_numbers(json_out, result["aggregate"])
     click.echo(json.dumps(result["aggregate"], ensure_ascii=False, allow_nan=False))
     _exit_if_pending({"items": result["transient"]})
