@@ -38,7 +38,8 @@ EMMA_ROWS = {  # subject -> rows
     "Physics": [
         {"pid": "phy_1", "question": "<image_1> shows a block on a ramp and <image_2> its free-body diagram. "
                                      "Which force is missing?", "options": ["friction", "gravity", "normal force", "tension"],
-         "answer": "A", "type": "Multiple Choice", "category": "Force", "task": "", "images": 2},
+         "answer": "A", "type": "Multiple Choice", "category": "Force", "task": "", "images": 2,
+         "context": "A 2 kg block rests on a rough ramp."},
     ],
     "Chemistry": [
         {"pid": "chem_1", "question": "What is the total charge of the ion drawn in the image?", "options": [],
@@ -232,7 +233,7 @@ def write_emma(folder: Path, subjects: tuple[str, ...] = ("Math", "Physics", "Ch
             cols["category"].append(row["category"])
             cols["source"].append("made up")
             cols["type"].append(row["type"])
-            cols["context"].append("")
+            cols["context"].append(row.get("context", ""))
         feats = datasets.Features({
             "pid": datasets.Value("string"), "question": datasets.Value("string"),
             "options": datasets.Sequence(datasets.Value("string")), "answer": datasets.Value("string"),

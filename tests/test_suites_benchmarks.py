@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 os.environ["HF_DATASETS_OFFLINE"] = "1"  # before datasets / huggingface_hub read them at import
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -170,21 +171,46 @@ def test_isg_bench_missing_image_names_it(tmp_path):
 
 
 def test_emma_problems_images_options_and_answers(copies):
+    """The text as EMMA's build_query lays it out (context, question, option lines), images where the
+    text names them, the pieces between them kept as they are (as EMMA's model wrappers send them)."""
     ps = emma.build_suite(path=str(copies / "emma"))
     assert [p.id for p in ps] == ["math_1", "math_2", "phy_1", "chem_1", "code_1"]
     m1 = {p.id: p for p in ps}["math_1"]
-    assert m1.task == "reasoning" and kinds(m1) == ["text", "image", "text", "text"]
-    assert m1.content.items[0].text == "How many triangles are in"
-    assert m1.content.items[-1].text == "Options:\nA: 3\nB: 4\nC: 5\nD: 6"
+    assert m1.task == "reasoning" and kinds(m1) == ["text", "image", "text"]
+    assert m1.content.items[0].text == "How many triangles are in "
+    assert m1.content.items[-1].text == "?\nA: 3\nB: 4\nC: 5\nD: 6"
     meta = m1.metadata
     assert meta["answer"] == "C" and meta["answer_text"] == "5" and meta["type"] == "Multiple Choice"
     assert meta["options"] == ["3", "4", "5", "6"] and meta["subject"] == "Math" and meta["category"] == "Pattern Inference"
     phy = {p.id: p for p in ps}["phy_1"]
-    assert kinds(phy)[:4] == ["image", "text", "image", "text"]  # two placeholders, two images in place
+    assert kinds(phy)[:4] == ["text", "image", "text", "image"]  # the context first, then two images in place
+    assert phy.content.items[0].text == "A 2 kg block rests on a rough ramp.\n" and phy.metadata["context"].startswith("A 2 kg")
     chem = {p.id: p for p in ps}["chem_1"]
-    assert kinds(chem) == ["text", "image"] and chem.metadata["type"] == "Open-ended" and chem.metadata["answer"] == "-2"
+    assert kinds(chem) == ["text"] and chem.metadata["unshown_images"] == [1]  # its text names no image: none sent
+    assert chem.metadata["type"] == "Open-ended" and chem.metadata["answer"] == "-2"
     code = {p.id: p for p in ps}["code_1"]
-    assert kinds(code) == ["text", "image", "text", "text", "image", "text", "image"]  # options that are images
+    assert kinds(code) == ["text", "image", "text", "image", "text", "image"]  # options that are images
+    assert code.content.items[2].text == " produce?\nA: " and code.content.items[4].text == "\nB: "
+
+
+def test_emma_official_prompt_config(copies, tmp_path):
+    """With a checkout's configs/gpt.yaml (here a stand-in in our own words) the official templates and
+    the strategy's instruction give the text; a config without them is one line."""
+    config = tmp_path / "gpt.yaml"
+    config.write_text(yaml.safe_dump({
+        "Strategy_Instruction": {"CoT": " Think first.", "Directly": " Reply briefly."},
+        "multi_choice_format": "{context}|{question}|{options}|Pick a letter.",
+        "open_ended_format": "{context}|{question}|Give a value."}), encoding="utf-8")
+    ps = {p.id: p for p in emma.build_suite(path=str(copies / "emma"), prompt_config=str(config))}
+    assert ps["math_2"].content.items[0].text == "|The square in "
+    assert ps["math_2"].content.items[-1].text == " has side 3 cm. What is its area in cm^2?|Give a value. Think first."
+    direct = {p.id: p for p in emma.build_suite(path=str(copies / "emma"), prompt_config=str(config), strategy="Direct")}
+    assert direct["math_1"].content.items[-1].text == "?|A: 3\nB: 4\nC: 5\nD: 6\n|Pick a letter. Reply briefly."
+    with pytest.raises(BonError, match="strategy must be CoT or Direct"):
+        emma.build_suite(path=str(copies / "emma"), strategy="Fast")
+    config.write_text("multi_choice_format: x\n", encoding="utf-8")
+    with pytest.raises(BonError, match="expected multi_choice_format, open_ended_format"):
+        emma.build_suite(path=str(copies / "emma"), prompt_config=str(config))
 
 
 def test_emma_subjects_and_limit(copies):

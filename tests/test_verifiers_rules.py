@@ -52,7 +52,7 @@ SMALL = Prompt("p", "reasoning", Content.of("Concentration?"), {"answer": "0.003
     (SMALL, "Answer: 0.0041", False, "answer line"),  # 2 decimals would call this equal; 2 significant figures do not
 ])
 def test_emma_extraction_and_match(prompt, reply, right, rule):
-    s = EmmaVerifier().score(prompt, cand(reply))
+    s = EmmaVerifier(metric="bon").score(prompt, cand(reply))  # bon's own rule (the official one: test_official_emma)
     assert s.missing is None and s.value == (1.0 if right else 0.0), s.details
     assert s.details["rule"] == rule and s.details["reference"] == prompt.metadata["answer"]
 
@@ -62,15 +62,18 @@ def test_emma_numbers_and_edge_cases():
     assert as_number("-2") == -2 and as_number("twelve") == 12 and as_number("abc") is None
     assert extract("   ", True) == (None, "none")
     no_ref = Prompt("p", "reasoning", Content.of("?"), {})
-    s = EmmaVerifier().score(no_ref, cand("Answer: 3"))
-    assert s.value is None and "no reference answer" in s.missing
+    for metric in ("official", "bon"):
+        s = EmmaVerifier(metric=metric).score(no_ref, cand("Answer: 3"))
+        assert s.value is None and "no reference answer" in s.missing
     # the generator's own extraction is used only when asked and only when the text yields nothing
     c = cand("I am not sure how to answer this question at all, there is a lot going on\nhmm", final_answer="C")
-    assert EmmaVerifier().score(MC, c).value == 0.0
-    assert EmmaVerifier(use_generator_answer=True).score(MC, c).value == 1.0
-    assert EmmaVerifier(rel_tol=0.05).score(OPEN, cand("Answer: 9.3")).value == 1.0
+    assert EmmaVerifier(metric="bon").score(MC, c).value == 0.0
+    assert EmmaVerifier(metric="bon", use_generator_answer=True).score(MC, c).value == 1.0
+    assert EmmaVerifier(metric="bon", rel_tol=0.05).score(OPEN, cand("Answer: 9.3")).value == 1.0
     with pytest.raises(BonError):
-        EmmaVerifier(rel_tol=-1)
+        EmmaVerifier(metric="bon", rel_tol=-1)
+    with pytest.raises(BonError, match="belong to metric bon"):
+        EmmaVerifier(rel_tol=0.05)  # the official metric has no tolerance
 
 
 # --- OCR text -----------------------------------------------------------------------------------------

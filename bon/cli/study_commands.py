@@ -1,4 +1,4 @@
-"""Study commands: demo, run, generate, verify, select, curve, merge, plugins.
+"""Study commands: demo, run, generate, verify, score, select, curve, merge, plugins.
 
 Each command checks all of its inputs (run folder, plugins and their options, N, output paths) before it
 writes anything, so a refused command leaves the disk as it was.
@@ -186,6 +186,31 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
         out.print(f"missing scores: {summary['missing_reasons']}", highlight=False)
     write_numbers(json_out, summary)
     _exit_if_pending({"candidates": summary["pending"]})
+
+
+@app.command()
+@click.option("--verifier", "verifier_spec", required=True, metavar="SPEC", help="Registered verifier, e.g. emma.")
+@plugin_options("verifier", "Verifier option, e.g. metric=bon (YAML value), repeatable.")
+@click.option("--items", "items_file", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
+              help="JSONL: one benchmark item per line in its own fields, plus response text and/or image paths.")
+@click.option("--out-file", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
+              help="One JSON line per item: id, score and the details behind it (a rerun reuses them).")
+@json_option("the aggregate")
+def score(verifier_spec: str, verifier_options: tuple[str, ...], items_file: Path, out_file: Optional[Path],
+          json_out: Optional[Path]) -> None:
+    """Score given responses with a verifier's (official) metric; the last line is the aggregate as JSON."""
+    from verifiers.score_items import score_items
+
+    options = parse_options(verifier_options, "--verifier-option")
+    check_output_file(out_file, "--out-file")
+    check_output_file(json_out)
+    result = score_items(verifier_spec, options, items_file, out_file)
+    failed = f", {result['failed']} failed" if result["failed"] else ""
+    reused = f", {result['reused']} from an earlier run" if result["reused"] else ""
+    print(f"scored {result['items']} item{'' if result['items'] == 1 else 's'}{failed}{reused}" + (f" -> {out_file}" if out_file else ""), file=sys.stderr)
+    write_numbers(json_out, result["aggregate"])
+    click.echo(json.dumps(result["aggregate"], ensure_ascii=False, allow_nan=False))
+    _exit_if_pending({"items": result["transient"]})
 
 
 def _judge_on_a_study(labelled_in: str) -> Callable:
