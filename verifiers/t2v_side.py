@@ -73,11 +73,11 @@ class T2vMetricsProcess:
         if not line:
             code = self.proc.poll() if self.proc else None
             self.proc = None
-            raise GradingFailed(f"{self.who}: the t2v-metrics process ended (exit {code})", transient=True)
+            raise GradingFailed(f"the t2v-metrics process ended (exit {code})", transient=True)
         try:
             reply = json.loads(line)
         except ValueError:
-            raise GradingFailed(f"{self.who}: the t2v-metrics process wrote {line.strip()[:80]!r}, not JSON") from None
+            raise GradingFailed(f"the t2v-metrics process wrote {line.strip()[:80]!r}, not JSON") from None
         return reply if isinstance(reply, dict) else {"error": f"not a JSON object: {line.strip()[:80]}"}
 
     def yes_probabilities(self, images: Sequence[ImageItem], text: str, question: str) -> list[float]:
@@ -96,13 +96,13 @@ class T2vMetricsProcess:
                 proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 self.proc = None
-                raise GradingFailed(f"{self.who}: the t2v-metrics process ended", transient=True) from None
+                raise GradingFailed(f"the t2v-metrics process ended", transient=True) from None
             reply = self._read()
         if "error" in reply or reply.get("id") != self.asked:
-            raise GradingFailed(f"{self.who}: t2v-metrics: {reply.get('error') or 'a reply to another request'}")
+            raise GradingFailed(f"t2v-metrics: {reply.get('error') or 'a reply to another request'}")
         scores = reply.get("scores")
         if not isinstance(scores, list) or len(scores) != len(paths) or not all(isinstance(s, (int, float)) for s in scores):
-            raise GradingFailed(f"{self.who}: t2v-metrics replied {json.dumps(reply)[:80]}, not one score per image")
+            raise GradingFailed(f"t2v-metrics replied {json.dumps(reply)[:80]}, not one score per image")
         return [float(s) for s in scores]
 
     def close(self) -> None:
