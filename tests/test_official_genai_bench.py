@@ -9,6 +9,7 @@ environment (torch 2.5.1, numpy 1.26.4), on these items written as its ``genai_i
 call is 0.0, as t2v_metrics' API back-end scores it). The per-skill means and standard deviations are
 its ``tag_result``; the questions are its CLIP-FlanT5 default template (``clip_t5_model.py`` at
 10d549b369861aab49e7dbe9f33a469a17ef1129, the last commit that has it) applied to each prompt.
+``benchmarks/official_genai_bench.py`` reproduces them (how to set up its environment is in its docstring).
 """
 
 from __future__ import annotations
