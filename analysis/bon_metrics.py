@@ -236,16 +236,17 @@ def _failed(rec: Mapping[str, Any]) -> bool:
 def apply_on_failure(picks: Sequence[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]], applied: str
                      ) -> tuple[list[Mapping[str, Any]], dict[ScoreKey, Mapping[str, Any]], dict[tuple[str, str], int]]:
     """Picks and scores with each failed score (a stored record without a finite score) handled: ``zero``
-    scores it 0; ``missing`` leaves its (generator, prompt) out for every judge, so Best-of-N, random and
-    oracle stay averaged over the same prompts. Also returns failed scores per (generator, prompt id)."""
+    scores it 0; ``missing`` takes every score of its (generator, prompt) away, so every judge's pick there
+    is unscored (counted in ``unscored_picks``) and Best-of-N, random and oracle leave that prompt alike
+    (:func:`bon_metrics` averages them over the prompts whose pick is scored). Also returns the failed
+    scores per (generator, prompt id)."""
     failed: dict[tuple[str, str], int] = {}
     for (gen, pid, _), rec in scores.items():
         if _failed(rec):
             failed[(gen, pid)] = failed.get((gen, pid), 0) + 1
     if applied == "zero":
         return list(picks), {k: ({**r, "score": 0.0} if _failed(r) else r) for k, r in scores.items()}, failed
-    kept = {k: r for k, r in scores.items() if (k[0], k[1]) not in failed}
-    return [p for p in picks if (p["generator"], p["prompt_id"]) not in failed], kept, failed
+    return list(picks), {k: r for k, r in scores.items() if (k[0], k[1]) not in failed}, failed
 
 
 def failure_counts(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],

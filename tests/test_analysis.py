@@ -143,11 +143,11 @@ def test_report_files_are_strict_and_follow_the_umask(bundle, tmp_path: Path) ->
     assert not list(out.root.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize("policy, rule, prompts", [
-    ("official", "official for vqascore: counted as 0", 4),  # zero: the prompt stays, its failed scores are 0
-    ("missing", "missing: their prompts leave Best-of-N, random and oracle alike", 3),
+@pytest.mark.parametrize("policy, rule, unscored", [
+    ("official", "official for vqascore: counted as 0", 0),  # zero: the prompt stays, its failed scores are 0
+    ("missing", "missing: their prompts leave Best-of-N, random and oracle alike", 1),
 ])
-def test_report_names_the_verifier_metric_and_its_failed_scores(tmp_path: Path, policy: str, rule: str, prompts: int) -> None:
+def test_report_names_the_verifier_metric_and_its_failed_scores(tmp_path: Path, policy: str, rule: str, unscored: int) -> None:
     import yaml
 
     run = make_run(tmp_path / "run", qualities=(0.5, 0.7, 0.9), prompts=4, n=3, tasks=("t2i",), generators=("g1",))
@@ -164,4 +164,4 @@ def test_report_names_the_verifier_metric_and_its_failed_scores(tmp_path: Path, 
     text = render_markdown(b, RunFolder(run))
     assert "- **Verifier metric:** vqascore, metric official" in text
     assert f"- **Failed verifier scores:** t2i/g1: 2 of 12 on 1 prompts; on_failure: {policy} ({rule})" in text
-    assert set(b.metrics["prompts"]) == {prompts}
+    assert set(b.metrics["prompts"]) == {4} and set(b.metrics["unscored_picks"]) == {unscored}

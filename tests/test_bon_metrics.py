@@ -72,21 +72,28 @@ FAILED = {("g", "p1", 0): {"score": 4.0}, ("g", "p1", 1): {"score": 8.0},
           ("g", "p2", 0): {"score": 6.0}, ("g", "p2", 1): {"score": None, "missing": "grader: timeout"}}
 
 
-@pytest.mark.parametrize("policy, prompts, bon, rnd, orc", [
+@pytest.mark.parametrize("policy, unscored, bon, rnd, orc", [
     ("missing", 1, 8.0, 6.0, 8.0),  # p2 leaves BoN, random and oracle alike: gain 2 on p1
-    ("zero", 2, (8 + 0) / 2, (6 + 3) / 2, (8 + 6) / 2),  # the failed score is 0: gain -0.5 over p1 and p2
+    ("zero", 0, (8 + 0) / 2, (6 + 3) / 2, (8 + 6) / 2),  # the failed score is 0: gain -0.5 over p1 and p2
 ])
-def test_failure_policy_keeps_bon_and_random_on_the_same_prompts(policy, prompts, bon, rnd, orc) -> None:
+def test_failure_policy_keeps_bon_and_random_on_the_same_prompts(policy, unscored, bon, rnd, orc) -> None:
     picks = [pick("j", "p1", 1), pick("j", "p2", 1)]
     kept, scores, failed = apply_on_failure(picks, FAILED, policy)
     assert failed == {("g", "p2"): 1}
     rows = prompt_level(kept, scores, n=2)
-    assert rows["pick_score"].notna().all() and rows["random_score"].notna().all()  # the same prompts for each
+    assert rows["pick_score"].isna().tolist() == rows["random_score"].isna().tolist() == [False, bool(unscored)]
     m = bon_metrics(rows, bootstrap=50, n=2).iloc[0]
-    assert (m.prompts, m.bon_score, m.random_score, m.oracle_score) == (prompts, bon, rnd, orc)
+    assert (m.prompts, m.unscored_picks, m.bon_score, m.random_score, m.oracle_score) == (2, unscored, bon, rnd, orc)
     assert m.gain == pytest.approx({"missing": 2.0, "zero": -0.5}[policy])
     table = results_table(picks, FAILED, {}, 2, on_failure=policy).iloc[0]
-    assert (table.prompts, table.bon_score, table.random_score) == (prompts, bon, rnd)
+    assert (table.unscored_picks, table.bon_score, table.random_score) == (unscored, bon, rnd)
+
+
+def test_without_a_policy_random_follows_the_scored_picks() -> None:
+    """Stored scores as they are: a pick whose score failed leaves random and oracle too (the old bug: BoN
+    over p1, random over p1 and p2)."""
+    m = bon_metrics(prompt_level([pick("j", "p1", 1), pick("j", "p2", 1)], FAILED, n=2), bootstrap=0, n=2).iloc[0]
+    assert (m.bon_score, m.random_score, m.oracle_score) == (8.0, 6.0, 8.0)
 
 
 def test_failure_policy_official_follows_the_verifier() -> None:
