@@ -175,7 +175,7 @@ class ReportBundle:
             "leaderboards": self.leaderboards,
             "power": None if not power else {k: power[k] for k in ("model", "width", "recommendation", "grid")},
             "study": self.study, "predictors": self.predictors, "headroom": self.headroom, "leakage": self.leakage,
-            "correlations_other": self.correlations_other,
+            "correlations_other": self.correlations_other, "scoring": self.scoring,
             "tradeoff": None if not self.tradeoff else {**self.tradeoff, "cheapest_within": {
                 "max_loss": self.max_loss, "judges": self.cheapest()}},
         })
@@ -257,7 +257,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
             power: bool = True, power_width: float = 0.5,
             predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
-            grader_judges: str | None = None, overlapping_pairs: str | None = None) -> ReportBundle:
+            grader_judges: str | None = None, overlapping_pairs: str | None = None,
+            on_failure: str | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
@@ -265,12 +266,13 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     the leakage guard can drop overlapping pairs) replaces the run's own preference set in the predictor
     table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost; ``grader_judges``
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
-    (:mod:`analysis.leakage`)."""
+    (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
+    failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`)."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
     study = config.get("study") or {}
     policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
-    failure = failure_policy(study)
+    failure = failure_policy(study, on_failure)
     all_picks, stored = load_picks(run_dir), load_scores(run_dir)
     picks, scores, failed = apply_on_failure(all_picks, stored, failure.applied)
     prompts = prompt_level(picks, scores, run_n(run_dir))
