@@ -165,3 +165,16 @@ def test_report_names_the_verifier_metric_and_its_failed_scores(tmp_path: Path, 
     assert "- **Verifier metric:** vqascore, metric official" in text
     assert f"- **Failed verifier scores:** t2i/g1: 2 of 12 on 1 prompts; on_failure: {policy} ({rule})" in text
     assert set(b.metrics["prompts"]) == {4} and set(b.metrics["unscored_picks"]) == {unscored}
+
+
+def test_bon_report_on_failure_overrides_the_config(tmp_path: Path) -> None:
+    from bon.cli import main
+
+    run = make_run(tmp_path / "run", qualities=(0.5, 0.7, 0.9), prompts=4, n=3, tasks=("t2i",), generators=("g1",))
+    lines = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+    lines[0].update(score=None, missing="grader: refused")
+    (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main(["report", "--run", str(run), "--bootstrap", "100", "--no-power", "--on-failure", "zero",
+                 "--json", str(tmp_path / "r.json")]) == 0
+    assert "t2i/g1: 1 of 12 on 1 prompts; on_failure: zero (counted as 0)" in (run / "report.md").read_text()
+    assert strict_load(tmp_path / "r.json")["scoring"]["applied"] == "zero"
