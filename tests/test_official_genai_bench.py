@@ -373,3 +373,26 @@ def test_clip_flant5_side_process_that_cannot_load_is_one_line(t2v_env, folder):
         VqaScoreVerifier(grader={"backend": "t2v-metrics", "model": "clip-flant5-xxl"})
     with pytest.raises(BonError, match="unknown t2v-metrics grader option"):
         VqaScoreVerifier(grader={"backend": "t2v-metrics", "python": sys.executable, "dtype": "bf16"})
+
+
+def test_a_grader_without_log_probabilities_stops_the_study_with_one_line(tmp_path, monkeypatch, capsys):
+    """Never a silent 0/1 VQAScore: `bon run` exits 2 naming the verifier and the opt-in."""
+    import yaml
+
+    from bon.cli import main
+    from openai_server import OpenAIServer
+
+    monkeypatch.setenv("BON_TEST_VQA_KEY", "sk-vqa-test")
+    with OpenAIServer(reply=lambda body: "Yes") as api:
+        grader = {"backend": "openai", "model": "grader", "base_url": api.url, "api_key_env": "BON_TEST_VQA_KEY",
+                  "reasoning_model": True, "max_retries": 0}
+        config = {"out": str(tmp_path / "run"), "seed": 2, "n": 2, "tasks": ["t2i"], "suite": {"name": "synthetic", "per_task": 2},
+                  "preference": {"prompts_per_task": 1, "pairs_per_prompt": 1},
+                  "generators": [{"name": "synthetic", "label": "strong", "options": {"skill": "strong"}}],
+                  "verifier": {"name": "vqascore", "options": {"grader": grader}}, "judges": ["scene-full"]}
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+        assert main(["run", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bon: error: vqascore: ") and "log-probabilit" in err[-1]
+    assert err[-1].endswith("or set fallback_to_answer: true to score yes/no answers as 1/0)")
+    assert not (tmp_path / "run" / "scores.jsonl").exists() or not (tmp_path / "run" / "scores.jsonl").read_text()

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from bon.content import ImageItem
 from bon.errors import BonError
+from bon.lifecycle import LoadFailed
 from verifiers._grader import GradingFailed
 
 SERVER = Path(__file__).with_name("t2v_metrics_server.py")
@@ -60,11 +61,11 @@ class T2vMetricsProcess:
             self.proc = subprocess.Popen([self.python, self.server, "--model", self.model, "--device", self.device],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         except OSError as exc:
-            raise BonError(f"{self.who}: cannot start {self.python} ({exc.strerror or exc})") from None
+            raise LoadFailed(f"{self.who}: cannot start {self.python} ({exc.strerror or exc})") from None
         hello = self._read()
         if not hello.get("ready"):
             self.close()
-            raise BonError(f"{self.who}: the t2v-metrics process did not start: {hello.get('error', hello)}")
+            raise LoadFailed(f"{self.who}: the t2v-metrics process did not start: {hello.get('error', hello)}")
         self.version = hello.get("t2v_metrics")
         return self.proc
 

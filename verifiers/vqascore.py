@@ -36,6 +36,7 @@ from typing import Any, Sequence
 
 from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
+from bon.lifecycle import LoadFailed
 from bon.plugins import Score, Verifier
 from verifiers._grader import GRADER_OPTIONS, Grader, GradingFailed, NoLogprobs, grader_spec, make_grader, parse_yes_no
 
@@ -172,8 +173,8 @@ class VqaScoreVerifier(Verifier):
         try:
             return [p["Yes"] for p in self.grader.next_word_probs(turns, ["Yes"])], "logprobs"
         except NoLogprobs as exc:
-            if not self.fallback_to_answer:
-                raise BonError(f"{self.name}: {exc}; VQAScore is P(\"Yes\") and needs them (choose a grader that "
+            if not self.fallback_to_answer:  # a setting, not this candidate: the stage stops with one line
+                raise LoadFailed(f"{self.name}: {exc}; VQAScore is P(\"Yes\") and needs them (choose a grader that "
                                "returns log-probabilities, or set fallback_to_answer: true to score yes/no answers as 1/0)") from None
         return [1.0 if parse_yes_no(a) else 0.0 for a in self.grader.answer(turns, max_new_tokens=8)], "answer"
 
