@@ -365,7 +365,10 @@ def scoring_record(study: Mapping[str, Any], failure: Any, failed: list[dict[str
                    scores: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
     """Which metric scored the study (the verifier, and the ``metric`` its scores record), the failure policy,
     the failed scores per setting and how many scores came from yes/no answers instead of log-probabilities."""
-    named = next((d["metric"] for d in (r.get("details") or {} for r in scores.values()) if d.get("metric")), None)
+    spec = study.get("verifier") if isinstance(study.get("verifier"), Mapping) else {}
+    options = spec.get("options") if isinstance(spec.get("options"), Mapping) else {}
+    named = next((d["metric"] for d in (r.get("details") or {} for r in scores.values()) if isinstance(d, Mapping)
+                  and d.get("metric")), options.get("metric"))
     metric = failure.verifier + (f", metric {named}" if named else "")
     answers = sum((r.get("details") or {}).get("mode") == "answer" for r in scores.values())
     return {"metric": metric, "policy": failure.describe(), "on_failure": failure.chosen, "applied": failure.applied,
