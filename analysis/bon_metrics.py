@@ -7,6 +7,9 @@ prompt's candidates. From it, per group:
 - ``bon_score``: mean verifier score of the picks (unscored picks left out, as in ``results.csv``);
 - ``random_score``: the expected score of a random pick (mean over the prompt's scored candidates);
 - ``oracle_score``: the best candidate's score (what a perfect judge would get);
+- random and oracle are averaged over the prompts whose pick is scored, the prompts BoN averages; a failed
+  verifier score is first handled by the study's ``on_failure`` (:func:`apply_on_failure`: counted as 0,
+  or its prompt left out for every judge; ``official`` follows the verifier's benchmark);
 - ``gain`` = BoN − random and ``recovery`` = (BoN − random) / (oracle − random), a ratio of means;
 - ``win_rate``: P(pick scores higher than another candidate of the same prompt drawn at random), ties
   count one half; 0.5 is chance, 1 means the pick always beat every other candidate;
@@ -185,8 +188,8 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
 def load_prompt_level(run_dir: Path) -> pd.DataFrame:
     """:func:`prompt_level` for a run folder, its failed verifier scores handled as its ``on_failure`` says."""
     policy = failure_policy(read_config(run_dir).get("study") or {})
-    picks, scores, _ = apply_on_failure(load_picks(run_dir), load_scores(run_dir), policy.applied)
-    return prompt_level(picks, scores, run_n(run_dir))
+    scores, _ = apply_on_failure(load_scores(run_dir), policy.applied)
+    return prompt_level(load_picks(run_dir), scores, run_n(run_dir))
 
 
 # --- failed verifier scores ------------------------------------------------------------------------
@@ -233,9 +236,9 @@ def _failed(rec: Mapping[str, Any]) -> bool:
     return value is None or not math.isfinite(float(value))
 
 
-def apply_on_failure(picks: Sequence[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]], applied: str
-                     ) -> tuple[list[Mapping[str, Any]], dict[ScoreKey, Mapping[str, Any]], dict[tuple[str, str], int]]:
-    """Picks and scores with each failed score (a stored record without a finite score) handled: ``zero``
+def apply_on_failure(scores: Mapping[ScoreKey, Mapping[str, Any]], applied: str
+                     ) -> tuple[dict[ScoreKey, Mapping[str, Any]], dict[tuple[str, str], int]]:
+    """The score table with each failed score (a stored record without a finite score) handled: ``zero``
     scores it 0; ``missing`` takes every score of its (generator, prompt) away, so every judge's pick there
     is unscored (counted in ``unscored_picks``) and Best-of-N, random and oracle leave that prompt alike
     (:func:`bon_metrics` averages them over the prompts whose pick is scored). Also returns the failed
@@ -245,8 +248,8 @@ def apply_on_failure(picks: Sequence[Mapping[str, Any]], scores: Mapping[ScoreKe
         if _failed(rec):
             failed[(gen, pid)] = failed.get((gen, pid), 0) + 1
     if applied == "zero":
-        return list(picks), {k: ({**r, "score": 0.0} if _failed(r) else r) for k, r in scores.items()}, failed
-    return list(picks), {k: r for k, r in scores.items() if (k[0], k[1]) not in failed}, failed
+        return {k: ({**r, "score": 0.0} if _failed(r) else r) for k, r in scores.items()}, failed
+    return {k: r for k, r in scores.items() if (k[0], k[1]) not in failed}, failed
 
 
 def failure_counts(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
@@ -403,8 +406,8 @@ def results_table(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, 
                   accuracies: Mapping[str, Mapping[str, float]], n: int, on_failure: str = "missing") -> pd.DataFrame:
     """:func:`results_view` straight from picks and scores (no intervals); ``accuracies``: judge -> task -> %;
     ``on_failure``: ``zero`` or ``missing`` (:func:`apply_on_failure`)."""
-    picks, scores, _ = apply_on_failure(list(picks), scores, on_failure)
-    metrics = bon_metrics(prompt_level(picks, scores, n), bootstrap=0, n=n)
+    scores, _ = apply_on_failure(scores, on_failure)
+    metrics = bon_metrics(prompt_level(list(picks), scores, n), bootstrap=0, n=n)
     metrics["mmrb2_accuracy"] = [accuracies.get(j, {}).get(t, math.nan) for j, t in zip(metrics["judge"], metrics["task"])]
     return results_view(metrics)
 

@@ -273,8 +273,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     study = config.get("study") or {}
     policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
     failure = failure_policy(study, on_failure)
-    all_picks, stored = load_picks(run_dir), load_scores(run_dir)
-    picks, scores, failed = apply_on_failure(all_picks, stored, failure.applied)
+    picks, stored = load_picks(run_dir), load_scores(run_dir)
+    scores, failed = apply_on_failure(stored, failure.applied)
     prompts = prompt_level(picks, scores, run_n(run_dir))
     if prompts.empty:
         raise BonError(f"{RunFolder(run_dir, existing=True).picks}: no picks")
@@ -331,7 +331,7 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         study=study, versions=config.get("versions") or {}, stats=stats,
         predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
         tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
-        scoring=scoring_record(study, failure, failure_counts(all_picks, stored, failed), stored))
+        scoring=scoring_record(study, failure, failure_counts(picks, stored, failed), stored))
 
 
 def without_judges(settings: list[Setting], judges: Iterable[str]) -> list[Setting]:

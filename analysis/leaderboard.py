@@ -170,7 +170,7 @@ def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | No
         own = {p.get("strategy", "") for p in load_picks(run_dir)}
         picks = [p for p in picks if p.get("strategy", "") in own]
     policy = failure_policy(read_config(run_dir).get("study") or {})
-    picks, scores, _ = apply_on_failure(picks, load_scores(run_dir), policy.applied)
+    scores, _ = apply_on_failure(load_scores(run_dir), policy.applied)
     prompts = prompt_level(picks, scores, run_n(run_dir))
     acc = None
     try:

@@ -60,7 +60,7 @@ def test_metrics_point_estimates_and_agreement_with_results_table() -> None:
     assert b.bon_score == 0.0 and b.unscored_picks == 1
     assert b.random_score == pytest.approx((0 + 1 + 0.5 + 0.5 + 0.25) / 5)  # over p2, the prompt its BoN averages
     ref = results_table(picks, SCORES, {}, 5, on_failure="zero").set_index("judge")
-    m = bon_metrics(prompt_level(*apply_on_failure(picks, SCORES, "zero")[:2], n=5), bootstrap=0, n=5)
+    m = bon_metrics(prompt_level(picks, apply_on_failure(SCORES, "zero")[0], n=5), bootstrap=0, n=5)
     for judge in ("a", "b"):
         row = m[m.judge == judge].iloc[0]
         for c in ("bon_score", "random_score", "oracle_score", "judge_calls", "unscored_picks"):
@@ -78,9 +78,9 @@ FAILED = {("g", "p1", 0): {"score": 4.0}, ("g", "p1", 1): {"score": 8.0},
 ])
 def test_failure_policy_keeps_bon_and_random_on_the_same_prompts(policy, unscored, bon, rnd, orc) -> None:
     picks = [pick("j", "p1", 1), pick("j", "p2", 1)]
-    kept, scores, failed = apply_on_failure(picks, FAILED, policy)
+    scores, failed = apply_on_failure(FAILED, policy)
     assert failed == {("g", "p2"): 1}
-    rows = prompt_level(kept, scores, n=2)
+    rows = prompt_level(picks, scores, n=2)
     assert rows["pick_score"].isna().tolist() == rows["random_score"].isna().tolist() == [False, bool(unscored)]
     m = bon_metrics(rows, bootstrap=50, n=2).iloc[0]
     assert (m.prompts, m.unscored_picks, m.bon_score, m.random_score, m.oracle_score) == (2, unscored, bon, rnd, orc)
