@@ -263,9 +263,9 @@ def test_the_earlier_dataset_layout_reads_the_same(folder):
 
 @pytest.mark.parametrize("change, message", [
     ({"prompt": None}, "GenAI-Bench: item 00001 has no id or prompt"),
-    ({"image": None}, "GenAI-Bench item 00001: field image (a path) or images (a list of paths) is required"),
-    ({"image": "absent.png"}, "GenAI-Bench item 00001: image "),
-    ({"images": []}, "GenAI-Bench item 00001: field image (a path) or images"),
+    ({"image": None}, "GenAI-Bench: item 00001: field image (a path) or images (a list of paths) is required"),
+    ({"image": "absent.png"}, "GenAI-Bench: item 00001: image "),
+    ({"images": []}, "GenAI-Bench: item 00001: field image (a path) or images"),
 ])
 def test_bad_items_are_one_line_errors(folder, change, message):
     item = {k: v for k, v in {**row(ITEMS[1]), **change}.items() if v is not None}

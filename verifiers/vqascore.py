@@ -192,11 +192,11 @@ class VqaScoreVerifier(Verifier):
         prompt = to_prompt(item, where)
         paths = item.get("images", [item["image"]] if "image" in item else None)
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
-            raise BonError(f"GenAI-Bench {where}: field image (a path) or images (a list of paths) is required")
+            raise BonError(f"GenAI-Bench: {where}: field image (a path) or images (a list of paths) is required")
         files = [Path(base_dir) / p for p in paths]
         absent = next((f for f in files if not f.is_file()), None)
         if absent is not None:
-            raise BonError(f"GenAI-Bench {where}: image {absent} not found")
+            raise BonError(f"GenAI-Bench: {where}: image {absent} not found")
         content = Content([TextItem(str(item["response"]))] if item.get("response") else [])
         content.items += [ImageItem(path=f) for f in files]
         return prompt, Candidate(prompt.id, 0, "bon-score", 0, content)
