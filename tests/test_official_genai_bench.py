@@ -396,3 +396,20 @@ def test_a_grader_without_log_probabilities_stops_the_study_with_one_line(tmp_pa
     assert err[-1].startswith("bon: error: vqascore: ") and "log-probabilit" in err[-1]
     assert err[-1].endswith("or set fallback_to_answer: true to score yes/no answers as 1/0)")
     assert not (tmp_path / "run" / "scores.jsonl").exists() or not (tmp_path / "run" / "scores.jsonl").read_text()
+
+
+@pytest.mark.parametrize("probs, official, p_yes", [
+    ({"Yes": 0.7, "yes": 0.1, "No": 0.15}, 0.7, 0.7),  # the most likely yes/no token is a yes: its probability
+    ({"No": 0.6, "Yes": 0.3}, 0.4, 0.3),  # a no comes first: 1 - P(no), as t2v_metrics' GPT-4o code reads it
+    ({"yes": 0.55, "no": 0.2}, 0.55, 0.0),  # any case counts
+    ({}, 0.0, 0.0),  # neither among the top tokens: 0
+])
+def test_an_api_graders_first_token_is_read_as_the_official_code_reads_it(folder, probs, official, p_yes):
+    class Probs(StandIn):
+        def next_word_probs(self, turns, words):
+            return [{w: probs.get(w, 0.0) for w in words} for _ in turns]
+
+    prompt, cand = VqaScoreVerifier(grader=Probs({})).read_item(row(ITEMS[1]), folder)
+    assert VqaScoreVerifier(grader=Probs({})).score(prompt, cand).value == pytest.approx(official)
+    blend = VqaScoreVerifier(grader=Probs({}), metric="ocr-blend", ocr_weight=0.0)  # bon's own: P("Yes") alone
+    assert blend.score(prompt, cand).value == pytest.approx(p_yes)

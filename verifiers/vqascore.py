@@ -8,7 +8,8 @@ the official evaluation averages a prompt's images. Three back-ends:
 - a local chat VLM (``model: HUB_ID``): the ``vqascore`` judge's code path
   (:class:`judges.reward_models.VqaScoreJudge`: loading, batching, halving on out-of-memory, revision pinning);
 - an API (``grader: {backend: openai, model, ...}``): the top log-probabilities of the first token, the
-  question before the image as t2v_metrics' GPT-4o back-end sends it;
+  question before the image, read as t2v_metrics' GPT-4o back-end reads them (:func:`official_yes`; under
+  ``metric: ocr-blend`` the probability of ``Yes`` alone);
 - CLIP-FlanT5, the official default model (``grader: {backend: t2v-metrics, model: clip-flant5-xxl,
   python: ENV/bin/python}``): t2v_metrics itself in a side process (:mod:`verifiers.t2v_side`).
 
@@ -38,7 +39,8 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.lifecycle import LoadFailed
 from bon.plugins import Score, Verifier
-from verifiers._grader import GRADER_OPTIONS, Grader, GradingFailed, NoLogprobs, grader_spec, make_grader, parse_yes_no
+from verifiers._grader import (GRADER_OPTIONS, YES_NO, Grader, GradingFailed, NoLogprobs, grader_spec, make_grader,
+                               parse_yes_no)
 
 QUESTION = 'Does this figure show "{prompt}"? Please answer yes or no.'
 METRICS = ("official", "ocr-blend")
@@ -171,6 +173,8 @@ class VqaScoreVerifier(Verifier):
             raise GradingFailed(str(exc)) from None
         turns = [[("text", question), ("image", im)] for im in images]  # t2v_metrics' API order: question, image
         try:
+            if self.metric == "official":
+                return [official_yes(p) for p in self.grader.next_word_probs(turns, YES_NO)], "logprobs"
             return [p["Yes"] for p in self.grader.next_word_probs(turns, ["Yes"])], "logprobs"
         except NoLogprobs as exc:
             if not self.fallback_to_answer:  # a setting, not this candidate: the stage stops with one line
@@ -208,3 +212,14 @@ class VqaScoreVerifier(Verifier):
         out = skill_breakdown((prompt_tags(p.metadata), s.value) for p, s in scored)
         answers = sum(s.details.get("mode") == "answer" for _, s in scored)
         return {"metric": self.metric, **out, **({"scored_from_answers": answers} if answers else {})}
+
+
+def official_yes(probs: dict[str, float]) -> float:
+    """P(Yes) from an API's first-token probabilities as t2v_metrics' GPT-4o back-end reads them: the most
+    likely of yes/no (any case) decides; P(yes) if it is a yes, 1 - P(no) if it is a no, 0 if neither came."""
+    top = max(YES_NO, key=lambda w: probs.get(w, 0.0))
+    p = probs.get(top, 0.0)
+    if not p > 0:
+        return 0.0
+    return p if top.lower() == "yes" else 1.0 - p
+
