@@ -7,6 +7,9 @@ prompt's candidates. From it, per group:
 - ``bon_score``: mean verifier score of the picks (unscored picks left out, as in ``results.csv``);
 - ``random_score``: the expected score of a random pick (mean over the prompt's scored candidates);
 - ``oracle_score``: the best candidate's score (what a perfect judge would get);
+- random and oracle are averaged over the prompts whose pick is scored, the prompts BoN averages; a failed
+  verifier score is first handled by the study's ``on_failure`` (:func:`apply_on_failure`: counted as 0,
+  or its prompt left out for every judge; ``official`` follows the verifier's benchmark);
 - ``gain`` = BoN − random and ``recovery`` = (BoN − random) / (oracle − random), a ratio of means;
 - ``win_rate``: P(pick scores higher than another candidate of the same prompt drawn at random), ties
   count one half; 0.5 is chance, 1 means the pick always beat every other candidate;
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -182,8 +186,86 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
 
 
 def load_prompt_level(run_dir: Path) -> pd.DataFrame:
-    """:func:`prompt_level` for a run folder."""
-    return prompt_level(load_picks(run_dir), load_scores(run_dir), run_n(run_dir))
+    """:func:`prompt_level` for a run folder, its failed verifier scores handled as its ``on_failure`` says."""
+    policy = failure_policy(read_config(run_dir).get("study") or {})
+    scores, _ = apply_on_failure(load_scores(run_dir), policy.applied)
+    return prompt_level(load_picks(run_dir), scores, run_n(run_dir))
+
+
+# --- failed verifier scores ------------------------------------------------------------------------
+
+ON_FAILURE = ("official", "zero", "missing")
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a failed verifier score becomes: ``chosen`` as configured (``on_failure``), ``applied`` what that
+    means for this verifier (``official`` is the benchmark's own rule, its verifier's ``official_on_failure``)."""
+
+    chosen: str
+    applied: str
+    verifier: str
+
+    def describe(self) -> str:
+        rule = ("counted as 0" if self.applied == "zero" else
+                "missing: their prompts leave Best-of-N, random and oracle alike")
+        how = f"official for {self.verifier}: " if self.chosen == "official" else ""
+        return f"on_failure: {self.chosen} ({how}{rule})"
+
+
+def failure_policy(study: Mapping[str, Any], override: str | None = None) -> FailurePolicy:
+    """The study's ``on_failure`` (default ``official``), resolved against its verifier's class."""
+    chosen = str(override or study.get("on_failure") or "official")
+    if chosen not in ON_FAILURE:
+        raise BonError(f"on_failure must be one of {', '.join(ON_FAILURE)}, got {chosen!r:.60}")
+    spec = study.get("verifier") if isinstance(study.get("verifier"), Mapping) else {}
+    verifier = str(spec.get("name") or "synthetic")
+    if chosen != "official":
+        return FailurePolicy(chosen, chosen, verifier)
+    from bon import registry  # the verifier's class says what its benchmark's code does; nothing is built
+
+    try:
+        applied = getattr(registry.resolve("verifier", registry.parse_spec(verifier)[0]), "official_on_failure", "missing")
+    except BonError:
+        applied = "missing"
+    return FailurePolicy(chosen, applied if applied in ("zero", "missing") else "missing", verifier)
+
+
+def _failed(rec: Mapping[str, Any]) -> bool:
+    value = rec.get("score")
+    return value is None or not math.isfinite(float(value))
+
+
+def apply_on_failure(scores: Mapping[ScoreKey, Mapping[str, Any]], applied: str
+                     ) -> tuple[dict[ScoreKey, Mapping[str, Any]], dict[tuple[str, str], int]]:
+    """The score table with each failed score (a stored record without a finite score) handled: ``zero``
+    scores it 0; ``missing`` takes every score of its (generator, prompt) away, so every judge's pick there
+    is unscored (counted in ``unscored_picks``) and Best-of-N, random and oracle leave that prompt alike
+    (:func:`bon_metrics` averages them over the prompts whose pick is scored). Also returns the failed
+    scores per (generator, prompt id)."""
+    failed: dict[tuple[str, str], int] = {}
+    for (gen, pid, _), rec in scores.items():
+        if _failed(rec):
+            failed[(gen, pid)] = failed.get((gen, pid), 0) + 1
+    if applied == "zero":
+        return {k: ({**r, "score": 0.0} if _failed(r) else r) for k, r in scores.items()}, failed
+    return {k: r for k, r in scores.items() if (k[0], k[1]) not in failed}, failed
+
+
+def failure_counts(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
+                   failed: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """Per (task, generator): the verifier scores stored, how many failed, and on how many prompts."""
+    task_of = {(p["generator"], p["prompt_id"]): p["task"] for p in picks}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for gen, pid, _ in scores:
+        key = (task_of.get((gen, pid), "?"), gen)
+        row = rows.setdefault(key, {"task": key[0], "generator": gen, "scores": 0, "failed": 0, "prompts_with_failures": 0})
+        row["scores"] += 1
+    for (gen, pid), count in failed.items():
+        row = rows[(task_of.get((gen, pid), "?"), gen)]
+        row["failed"] += count
+        row["prompts_with_failures"] += 1
+    return [rows[k] for k in sorted(rows)]
 
 
 # --- bootstrap helpers (shared with statistics and leaderboard) -------------------------------------
@@ -258,7 +340,8 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
         for j, judge in enumerate(judges):
             mine = sub[sub.judge == judge]
             bon = _mean(mine["pick_score"])
-            rnd, orc = _mean(mine["random_score"]), _mean(mine["oracle_score"])
+            scored = mine[mine["pick_score"].notna()]  # random and oracle over the prompts BoN averages
+            rnd, orc = _mean(scored["random_score"]), _mean(scored["oracle_score"])
             span = orc - rnd
             ranks = mine["rank"].to_numpy(float)
             denom = mine["n_scored"].to_numpy(float) - 1.0
@@ -290,6 +373,8 @@ def setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], see
         return {name: (nan, nan) for name in ("bon", "gain", "recovery", "win")}
     w = prompt_weights(seed, task, gen, len(pids), bootstrap)
     mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
+    for c in ("random_score", "oracle_score"):  # over the prompts whose pick is scored, as BoN
+        mats[c] = np.where(np.isfinite(mats["pick_score"]), mats[c], np.nan)
     bon_b, rnd_b, orc_b, win_b = (weighted_means(mats[c], w) for c in ("pick_score", "random_score", "oracle_score", "win"))
     gain_b = bon_b - rnd_b
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -318,8 +403,10 @@ def results_view(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def results_table(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
-                  accuracies: Mapping[str, Mapping[str, float]], n: int) -> pd.DataFrame:
-    """:func:`results_view` straight from picks and scores (no intervals); ``accuracies``: judge -> task -> %."""
+                  accuracies: Mapping[str, Mapping[str, float]], n: int, on_failure: str = "missing") -> pd.DataFrame:
+    """:func:`results_view` straight from picks and scores (no intervals); ``accuracies``: judge -> task -> %;
+    ``on_failure``: ``zero`` or ``missing`` (:func:`apply_on_failure`)."""
+    scores, _ = apply_on_failure(scores, on_failure)
     metrics = bon_metrics(prompt_level(list(picks), scores, n), bootstrap=0, n=n)
     metrics["mmrb2_accuracy"] = [accuracies.get(j, {}).get(t, math.nan) for j, t in zip(metrics["judge"], metrics["task"])]
     return results_view(metrics)

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
-from analysis.bon_metrics import (bon_metrics, load_picks, load_scores, prompt_level, read_config, read_json,
-                                  results_view, run_n, with_accuracies)
+from analysis.bon_metrics import (apply_on_failure, bon_metrics, failure_counts, failure_policy, load_picks, load_scores,
+                                  prompt_level, read_config, read_json, results_view, run_n, with_accuracies)
 from analysis.headroom import headroom_table
 from analysis.leaderboard import all_leaderboards, load_stats
 from analysis.power import power_analysis
@@ -61,6 +61,7 @@ class ReportBundle:
     headroom: pd.DataFrame | None = None  # analysis.headroom: random, worst, oracle and alike share per setting
     leakage: dict[str, Any] = field(default_factory=dict)  # analysis.leakage: policy, grader judges, pairs dropped
     correlations_other: pd.DataFrame | None = None  # the correlation under the other grader-judge choice
+    scoring: dict[str, Any] = field(default_factory=dict)  # the verifier's metric and its failed scores (scoring_record)
 
     @property
     def excluded_judges(self) -> list[str]:
@@ -95,8 +96,21 @@ class ReportBundle:
                   ("Selection strategy", strategy.get("name") if isinstance(strategy, Mapping) else st.get("strategy")),
                   ("Downstream verifier", _labels([s["verifier"]]) if isinstance(s.get("verifier"), Mapping) else None),
                   ("Preference pairs per task (judge accuracy set)", inline(st.get("preference_pairs"))),
-                  ("Judge accuracy from", self.accuracy_label), *self.leakage_lines()]
+                  ("Judge accuracy from", self.accuracy_label), *self.scoring_lines(), *self.leakage_lines()]
         return [(k, str(v)) for k, v in fields if v not in (None, "", {})]
+
+    def scoring_lines(self) -> list[tuple[str, str]]:
+        """Which metric scored the study and how many verifier scores failed per setting, as "What was run" lines."""
+        sc = self.scoring
+        if not sc:
+            return []
+        lines = [("Verifier metric", sc["metric"] + (f"; {sc['answers']} scores read from yes/no answers "
+                                                     "(fallback_to_answer: the grader gave no log-probabilities)"
+                                                     if sc.get("answers") else ""))]
+        counts = "; ".join(f"{r['task']}/{r['generator']}: {r['failed']} of {r['scores']}"
+                           + (f" on {r['prompts_with_failures']} prompts" if r["failed"] else "") for r in sc["failed"])
+        lines.append(("Failed verifier scores", f"{counts or 'none'}; {sc['policy']}"))
+        return lines
 
     def leakage_lines(self) -> list[tuple[str, str]]:
         """What the leakage guards left out (or kept), as "What was run" lines."""
@@ -161,7 +175,7 @@ class ReportBundle:
             "leaderboards": self.leaderboards,
             "power": None if not power else {k: power[k] for k in ("model", "width", "recommendation", "grid")},
             "study": self.study, "predictors": self.predictors, "headroom": self.headroom, "leakage": self.leakage,
-            "correlations_other": self.correlations_other,
+            "correlations_other": self.correlations_other, "scoring": self.scoring,
             "tradeoff": None if not self.tradeoff else {**self.tradeoff, "cheapest_within": {
                 "max_loss": self.max_loss, "judges": self.cheapest()}},
         })
@@ -243,7 +257,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
             power: bool = True, power_width: float = 0.5,
             predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
-            grader_judges: str | None = None, overlapping_pairs: str | None = None) -> ReportBundle:
+            grader_judges: str | None = None, overlapping_pairs: str | None = None,
+            on_failure: str | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
@@ -251,13 +266,16 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     the leakage guard can drop overlapping pairs) replaces the run's own preference set in the predictor
     table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost; ``grader_judges``
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
-    (:mod:`analysis.leakage`)."""
+    (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
+    failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`)."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
     study = config.get("study") or {}
     policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
-    scores = load_scores(run_dir)
-    prompts = prompt_level(load_picks(run_dir), scores, run_n(run_dir))
+    failure = failure_policy(study, on_failure)
+    picks, stored = load_picks(run_dir), load_scores(run_dir)
+    scores, failed = apply_on_failure(stored, failure.applied)
+    prompts = prompt_level(picks, scores, run_n(run_dir))
     if prompts.empty:
         raise BonError(f"{RunFolder(run_dir, existing=True).picks}: no picks")
     judges = list(dict.fromkeys(prompts["judge"]))
@@ -312,7 +330,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats,
         predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
-        tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other)
+        tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
+        scoring=scoring_record(study, failure, failure_counts(picks, stored, failed), stored))
 
 
 def without_judges(settings: list[Setting], judges: Iterable[str]) -> list[Setting]:
@@ -340,3 +359,18 @@ def with_headroom_warnings(correlations: pd.DataFrame, headroom: pd.DataFrame) -
             out.at[i, "warning"] = "; ".join(w for w in (row["warning"], note) if w)
             out.at[i, "flag"] = True
     return out
+
+
+def scoring_record(study: Mapping[str, Any], failure: Any, failed: list[dict[str, Any]],
+                   scores: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
+    """Which metric scored the study (the verifier, and the ``metric`` its scores record), the failure policy,
+    the failed scores per setting and how many scores came from yes/no answers instead of log-probabilities."""
+    spec = study.get("verifier") if isinstance(study.get("verifier"), Mapping) else {}
+    options = spec.get("options") if isinstance(spec.get("options"), Mapping) else {}
+    named = next((d["metric"] for d in (r.get("details") or {} for r in scores.values()) if isinstance(d, Mapping)
+                  and d.get("metric")), options.get("metric"))
+    metric = failure.verifier + (f", metric {named}" if named else "")
+    answers = sum((r.get("details") or {}).get("mode") == "answer" for r in scores.values())
+    return {"metric": metric, "policy": failure.describe(), "on_failure": failure.chosen, "applied": failure.applied,
+            "failed": failed, "answers": answers}
+

@@ -26,8 +26,9 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import (iter_settings, load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level,
-                                  prompt_weights, read_json, run_n, setting_intervals, setting_matrix, weighted_means)
+from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, load_picks, load_scores, load_selected_picks,
+                                  percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n, setting_intervals,
+                                  setting_matrix, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -168,7 +169,9 @@ def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | No
     if strategy is None:  # the study's own strategy unless asked for one of `bon select`
         own = {p.get("strategy", "") for p in load_picks(run_dir)}
         picks = [p for p in picks if p.get("strategy", "") in own]
-    prompts = prompt_level(picks, load_scores(run_dir), run_n(run_dir))
+    policy = failure_policy(read_config(run_dir).get("study") or {})
+    scores, _ = apply_on_failure(load_scores(run_dir), policy.applied)
+    prompts = prompt_level(picks, scores, run_n(run_dir))
     acc = None
     try:
         axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))

@@ -88,6 +88,9 @@ class StudyConfig:
     # benchmark (analysis/leakage.py); changing it changes only the report, never the run
     leakage: dict[str, Any] = field(default_factory=lambda: {"grader_judges": "exclude", "overlapping_pairs": "drop",
                                                              "sources": []})
+    # what a failed verifier score becomes in the Best-of-N metrics: official (the benchmark's own rule), zero or
+    # missing (analysis.bon_metrics.apply_on_failure); like leakage, it changes only the report, never the run
+    on_failure: str = "official"
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -229,6 +232,9 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     from analysis.leakage import parse_policy  # analysis is a plugin package: imported only when a config is read
 
     cfg.leakage = parse_policy(raw.get("leakage"), where).as_dict()
+    cfg.on_failure = raw.get("on_failure", "official")
+    if cfg.on_failure not in ("official", "zero", "missing"):
+        raise BonError(f"{where}: on_failure must be official, zero or missing, got {cfg.on_failure!r:.60}")
     return cfg
 
 

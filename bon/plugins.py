@@ -152,6 +152,9 @@ class Verifier(Plugin, ABC):
 
     kind = "verifier"
     name = "verifier"
+    # what the benchmark's own evaluation code does with a score that failed: "zero" (counted as 0) or
+    # "missing" (left out); the Best-of-N metrics' ``on_failure: official`` follows it (analysis.bon_metrics)
+    official_on_failure = "missing"
 
     @abstractmethod
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:

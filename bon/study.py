@@ -176,7 +176,9 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
     if cfg.shard:  # one shard's numbers are not the study's: its results and the stats `bon merge` sums, no report
         from analysis.bon_metrics import results_table
 
-        results = results_table(picks, scores, accuracies, cfg.n)
+        from analysis.bon_metrics import failure_policy
+
+        results = results_table(picks, scores, accuracies, cfg.n, failure_policy(cfg.as_dict()).applied)
         results.to_csv(run.results, index=False, float_format="%.6g")
         stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
         return StudyOutcome(run, results, pd.DataFrame(), stats, stopped, pending)

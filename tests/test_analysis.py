@@ -141,3 +141,40 @@ def test_report_files_are_strict_and_follow_the_umask(bundle, tmp_path: Path) ->
     payload = strict_load(out.report_json)
     assert payload["pooled"]["n_judges"] == 6 and len(payload["correlations"]) == len(bundle.correlations)
     assert not list(out.root.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("policy, rule, unscored", [
+    ("official", "official for vqascore: counted as 0", 0),  # zero: the prompt stays, its failed scores are 0
+    ("missing", "missing: their prompts leave Best-of-N, random and oracle alike", 1),
+])
+def test_report_names_the_verifier_metric_and_its_failed_scores(tmp_path: Path, policy: str, rule: str, unscored: int) -> None:
+    import yaml
+
+    run = make_run(tmp_path / "run", qualities=(0.5, 0.7, 0.9), prompts=4, n=3, tasks=("t2i",), generators=("g1",))
+    lines = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+    for rec in lines:
+        rec["details"] = {"metric": "official"}
+        if rec["prompt_id"] == "t2i-0001" and rec["index"] < 2:
+            rec.update(score=None, missing="grader: timed out")
+    (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["study"].update(verifier={"name": "vqascore", "label": "vqascore"}, on_failure=policy)
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    b = compute(run, bootstrap=20, seed=0, power=False)
+    text = render_markdown(b, RunFolder(run))
+    assert "- **Verifier metric:** vqascore, metric official" in text
+    assert f"- **Failed verifier scores:** t2i/g1: 2 of 12 on 1 prompts; on_failure: {policy} ({rule})" in text
+    assert set(b.metrics["prompts"]) == {4} and set(b.metrics["unscored_picks"]) == {unscored}
+
+
+def test_bon_report_on_failure_overrides_the_config(tmp_path: Path) -> None:
+    from bon.cli import main
+
+    run = make_run(tmp_path / "run", qualities=(0.5, 0.7, 0.9), prompts=4, n=3, tasks=("t2i",), generators=("g1",))
+    lines = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+    lines[0].update(score=None, missing="grader: refused")
+    (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main(["report", "--run", str(run), "--bootstrap", "100", "--no-power", "--on-failure", "zero",
+                 "--json", str(tmp_path / "r.json")]) == 0
+    assert "t2i/g1: 1 of 12 on 1 prompts; on_failure: zero (counted as 0)" in (run / "report.md").read_text()
+    assert strict_load(tmp_path / "r.json")["scoring"]["applied"] == "zero"

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.bon_metrics import (METRIC_COLUMNS, bon_metrics, load_prompt_level, multinomial_weights, percentile_ci,
+from analysis.bon_metrics import (METRIC_COLUMNS, apply_on_failure, bon_metrics, failure_policy, load_prompt_level, multinomial_weights, percentile_ci,
                                   prompt_level, weighted_means)
 from analysis.leaderboard import format_leaderboard, holm, judge_costs, leaderboard, run_leaderboard, sign_flip_p
 from analysis_run import make_run
@@ -58,11 +58,52 @@ def test_metrics_point_estimates_and_agreement_with_results_table() -> None:
     assert a.calls_per_prompt == 8 and a.judge_calls == 16
     b = m[m.judge == "b"].iloc[0]
     assert b.bon_score == 0.0 and b.unscored_picks == 1
-    ref = results_table(picks, SCORES, {}, 5).set_index("judge")
+    assert b.random_score == pytest.approx((0 + 1 + 0.5 + 0.5 + 0.25) / 5)  # over p2, the prompt its BoN averages
+    ref = results_table(picks, SCORES, {}, 5, on_failure="zero").set_index("judge")
+    m = bon_metrics(prompt_level(picks, apply_on_failure(SCORES, "zero")[0], n=5), bootstrap=0, n=5)
     for judge in ("a", "b"):
         row = m[m.judge == judge].iloc[0]
         for c in ("bon_score", "random_score", "oracle_score", "judge_calls", "unscored_picks"):
             assert row[c] == pytest.approx(ref.loc[judge, c]), c
+
+
+# the issue's example: p1 = [4, 8], p2 = [6, failed]; the judge picks index 1 on both
+FAILED = {("g", "p1", 0): {"score": 4.0}, ("g", "p1", 1): {"score": 8.0},
+          ("g", "p2", 0): {"score": 6.0}, ("g", "p2", 1): {"score": None, "missing": "grader: timeout"}}
+
+
+@pytest.mark.parametrize("policy, unscored, bon, rnd, orc", [
+    ("missing", 1, 8.0, 6.0, 8.0),  # p2 leaves BoN, random and oracle alike: gain 2 on p1
+    ("zero", 0, (8 + 0) / 2, (6 + 3) / 2, (8 + 6) / 2),  # the failed score is 0: gain -0.5 over p1 and p2
+])
+def test_failure_policy_keeps_bon_and_random_on_the_same_prompts(policy, unscored, bon, rnd, orc) -> None:
+    picks = [pick("j", "p1", 1), pick("j", "p2", 1)]
+    scores, failed = apply_on_failure(FAILED, policy)
+    assert failed == {("g", "p2"): 1}
+    rows = prompt_level(picks, scores, n=2)
+    assert rows["pick_score"].isna().tolist() == rows["random_score"].isna().tolist() == [False, bool(unscored)]
+    m = bon_metrics(rows, bootstrap=50, n=2).iloc[0]
+    assert (m.prompts, m.unscored_picks, m.bon_score, m.random_score, m.oracle_score) == (2, unscored, bon, rnd, orc)
+    assert m.gain == pytest.approx({"missing": 2.0, "zero": -0.5}[policy])
+    table = results_table(picks, FAILED, {}, 2, on_failure=policy).iloc[0]
+    assert (table.unscored_picks, table.bon_score, table.random_score) == (unscored, bon, rnd)
+
+
+def test_without_a_policy_random_follows_the_scored_picks() -> None:
+    """Stored scores as they are: a pick whose score failed leaves random and oracle too (the old bug: BoN
+    over p1, random over p1 and p2)."""
+    m = bon_metrics(prompt_level([pick("j", "p1", 1), pick("j", "p2", 1)], FAILED, n=2), bootstrap=0, n=2).iloc[0]
+    assert (m.bon_score, m.random_score, m.oracle_score) == (8.0, 6.0, 8.0)
+
+
+def test_failure_policy_official_follows_the_verifier() -> None:
+    assert failure_policy({"verifier": {"name": "vqascore"}}).applied == "zero"  # t2v_metrics scores a failed call 0
+    assert failure_policy({"verifier": {"name": "synthetic"}}).applied == "missing"
+    assert failure_policy({"verifier": {"name": "vqascore"}, "on_failure": "missing"}).applied == "missing"
+    assert failure_policy({"verifier": {"name": "vqascore:some/model"}}).describe() == \
+        "on_failure: official (official for vqascore:some/model: counted as 0)"
+    with pytest.raises(BonError, match="on_failure must be one of official, zero, missing"):
+        failure_policy({"on_failure": "drop"})
 
 
 def test_weighted_means_equal_explicit_resampling() -> None:

@@ -214,10 +214,10 @@ def test_vqascore_with_a_grader_object_and_answer_fallback():
         def next_word_probs(self, turns, words):
             raise NoLogprobs("no log-probabilities")
 
-    s = VqaScoreVerifier(grader=NoProbs(answers=["Yes."])).score(p, cand(RED))
+    s = VqaScoreVerifier(grader=NoProbs(answers=["Yes."]), fallback_to_answer=True).score(p, cand(RED))
     assert s.value == 1.0 and s.details["mode"] == "answer"
-    s = VqaScoreVerifier(grader=NoProbs(answers=["Yes."]), fallback_to_answer=False).score(p, cand(RED))
-    assert s.value is None and "no log-probabilities" in s.missing
+    with pytest.raises(BonError, match=r'^vqascore: no log-probabilities; VQAScore is P\("Yes"\).*fallback_to_answer: true'):
+        VqaScoreVerifier(grader=NoProbs(answers=["Yes."])).score(p, cand(RED))  # never a silent 0/1 score
     assert VqaScoreVerifier(grader=g).score(p, cand("words only")).missing.endswith("has no image")
 
 
@@ -330,12 +330,15 @@ def test_api_grader_vqascore(api_key, mode):
     api = FakeApi(mode)
     try:
         v = registry.create("verifier", "vqascore", grader={"backend": "openai", "model": "grader-model", "base_url": api.url,
-                                                             "api_key_env": api_key, "max_retries": 0})
+                                                             "api_key_env": api_key, "max_retries": 0},
+                            fallback_to_answer=mode == "answers")
         s = v.score(Prompt("t", "t2i", Content.of("a red cube")), cand(RED))
     finally:
         api.close()
     req = api.requests[0]
-    assert req["model"] == "grader-model" and req["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+    parts = req["messages"][0]["content"]  # the question, then the image, as t2v_metrics' GPT-4o back-end sends them
+    assert req["model"] == "grader-model" and parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert parts[0]["text"] == 'Does this figure show "a red cube"? Please answer yes or no.'
     assert api.auth[0] == "Bearer sk-grader-secret-123456" and "secret" not in json.dumps(s.details)
     if mode == "logprobs":
         assert s.value == pytest.approx(0.7) and s.details["mode"] == "logprobs"  # P("Yes"), as VQAScore defines it

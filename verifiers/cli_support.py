@@ -104,10 +104,11 @@ def verify_command(run_dir: Path, verifier_spec: str, options: dict[str, Any] | 
         "identity": _identity(verifier),
     }
     if run.picks.exists():
-        from analysis.bon_metrics import results_table
+        from analysis.bon_metrics import failure_policy, results_table
 
         picks = [r for _, r in read_jsonl(run.picks)]
-        table = results_table(picks, scores, {}, cfg.n)
+        policy = failure_policy({"on_failure": cfg.on_failure, "verifier": {"name": verifier_spec}})
+        table = results_table(picks, scores, {}, cfg.n, policy.applied)
         if not same:
             out = run.root / f"results_{slug(label)}.csv"
             table.to_csv(out, index=False, float_format="%.6g")

@@ -60,10 +60,13 @@ MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.
 @click.option("--overlapping-pairs", type=click.Choice(["drop", "keep"]), default=None,
               help="Preference pairs drawn from the downstream benchmark: dropped from the accuracies (default, or "
                    "the config's leakage: overlapping_pairs) or kept.")
+@click.option("--on-failure", type=click.Choice(["official", "zero", "missing"]), default=None,
+              help="A failed verifier score: as the benchmark's official code treats it, 0, or missing (its prompt "
+                   "leaves BoN, random and oracle); default: the config's on_failure (official).")
 @JSON
 def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
            predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
-           overlapping_pairs: Optional[str], json_out: Optional[Path]) -> None:
+           overlapping_pairs: Optional[str], on_failure: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
     from analysis.bundle import compute
     from analysis.report import write_report
@@ -72,7 +75,8 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
     bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
-                     max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs)
+                     max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
+                     on_failure=on_failure)
     problem = bundle.degenerate()
     if problem:
         raise BonError(f"{run_dir}: {problem}; nothing written")

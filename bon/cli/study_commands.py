@@ -286,7 +286,7 @@ def _referee(study, judge, command: str, retry_missing: bool = False) -> Iterato
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
            strategy_options: tuple[str, ...], retry_missing: bool, n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
-    from analysis.bon_metrics import results_table
+    from analysis.bon_metrics import failure_policy, results_table
     from bon.runfolder import write_text
     from bon.stages.select import select as select_stage
     from bon.stages.select import strategy_label
@@ -302,7 +302,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     strategy_name = strategy_label(strategy)
     picks_file = study.run.picks_file(judge.name, strategy_name, n)
     write_text(picks_file, "".join(json.dumps(p) + "\n" for p in picks))
-    table = results_table(picks, study.scores, {}, n or study.cfg.n)
+    table = results_table(picks, study.scores, {}, n or study.cfg.n, failure_policy(study.cfg.as_dict()).applied)
     s = referee.stats
     out.print(f"{'task':<12}{'generator':<11}{'BoN score':>10}{'random':>8}{'oracle':>8}{'calls':>8}")
     for r in table.itertuples():
