@@ -144,7 +144,7 @@ def isg_prompt() -> Prompt:
 def test_isg_levels_questions_and_dependencies():
     # block: two relation questions; image: q0 "no" so q1 (which needs q0) is never asked, q2 "yes"; holistic 8
     g = Scripted(answers=['{"score": 6}', '{"score": 10}', "No.", "Yes", '{"score": 8}'])
-    v = IsgVerifier(grader=g)
+    v = IsgVerifier(grader=g, metric="bon")
     s = v.score(isg_prompt(), cand("The soap is rinsed off.", RED, BLUE))
     assert s.missing is None
     block1, block2, img0, img2, holistic = g.turns
@@ -165,7 +165,7 @@ RED, BLUE = Image.new("RGB", (20, 20), "red"), Image.new("RGB", (20, 20), "blue"
 
 def test_isg_wrong_structure_zeroes_block_and_image_but_keeps_holistic():
     g = Scripted(answers=['{"score": 5}'])
-    s = IsgVerifier(grader=g).score(isg_prompt(), cand("Only one picture:", RED))
+    s = IsgVerifier(grader=g, metric="bon").score(isg_prompt(), cand("Only one picture:", RED))
     assert len(g.turns) == 1  # only the holistic grade was asked
     assert s.details["level_scores"] == {"structure": 0.0, "block": 0.0, "image": 0.0, "holistic": 0.5}
     assert s.value == pytest.approx(0.125)
@@ -174,7 +174,7 @@ def test_isg_wrong_structure_zeroes_block_and_image_but_keeps_holistic():
 def test_isg_parts_level_for_prompts_without_questions():
     p = Prompt("u", "interleaved", Content.of("How do I make tea? Use 2 pictures."))
     g = Scripted(answers=['{"score": 7}', '{"score": 9}', '{"score": 10}'])
-    s = IsgVerifier(grader=g).score(p, cand("Boil water.", RED, "Steep the bag.", BLUE))
+    s = IsgVerifier(grader=g, metric="bon").score(p, cand("Boil water.", RED, "Steep the bag.", BLUE))
     part1, part2, _ = g.turns
     assert '"Boil water."' in texts(part1) and '"Steep the bag."' in texts(part2) and "picture 2" in texts(part2)
     assert s.details["level_scores"] == {"structure": 1.0, "parts": 0.8, "holistic": 1.0}
@@ -183,12 +183,12 @@ def test_isg_parts_level_for_prompts_without_questions():
 def test_isg_unreadable_grades():
     # one unreadable block answer: the level uses the other; all unreadable: the score is missing
     g = Scripted(answers=["hmm", '{"score": 10}', "Yes", "yes", "yes", '{"score": 10}'])
-    s = IsgVerifier(grader=g).score(isg_prompt(), cand("Text.", RED, BLUE))
+    s = IsgVerifier(grader=g, metric="bon").score(isg_prompt(), cand("Text.", RED, BLUE))
     assert s.details["levels"]["block"]["failed"] == 1 and s.details["level_scores"]["block"] == 1.0
     g = Scripted(answers=["hmm", "no idea"])
-    s = IsgVerifier(grader=g, levels=["structure", "block"]).score(isg_prompt(), cand("Text.", RED, BLUE))
+    s = IsgVerifier(grader=g, metric="bon", levels=["structure", "block"]).score(isg_prompt(), cand("Text.", RED, BLUE))
     assert s.value is None and "block level: every question failed" in s.missing
-    s = IsgVerifier(grader=Scripted(answers=["dunno"]), levels=["holistic"]).score(isg_prompt(), cand("x"))
+    s = IsgVerifier(grader=Scripted(answers=["dunno"]), metric="bon", levels=["holistic"]).score(isg_prompt(), cand("x"))
     assert s.value is None and "holistic grade" in s.missing
 
 
@@ -196,7 +196,7 @@ def test_isg_logits_mode_uses_yes_probability_and_digits():
     yes = {"Yes": 0.6, "yes": 0.0, "No": 0.2, "no": 0.0}
     digits = {d: (1.0 if d == "9" else 0.0) for d in DIGITS}
     g = Scripted(probs=[yes, yes, yes, digits])
-    s = IsgVerifier(grader=g, mode="logits", levels=["image", "holistic"]).score(isg_prompt(), cand("T.", RED, BLUE))
+    s = IsgVerifier(grader=g, metric="bon", mode="logits", levels=["image", "holistic"]).score(isg_prompt(), cand("T.", RED, BLUE))
     assert s.details["level_scores"] == {"image": pytest.approx(0.75), "holistic": 1.0}
 
 
@@ -263,7 +263,7 @@ def test_tiny_vlm_gedit_logits_and_generate(llava):
 
 
 def test_tiny_vlm_isg_logits(llava):
-    v = IsgVerifier(model=str(llava), mode="logits", device="cpu", max_questions=2)
+    v = IsgVerifier(model=str(llava), metric="bon", mode="logits", device="cpu", max_questions=2)
     s = v.score(isg_prompt(), cand("Rinse.", RED, BLUE))
     assert s.missing is None and set(s.details["level_scores"]) == {"structure", "block", "image", "holistic"}
     assert all(0.0 <= x <= 1.0 for x in s.details["level_scores"].values())
