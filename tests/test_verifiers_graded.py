@@ -75,7 +75,7 @@ def cand(*values, gen="g", index=0) -> Candidate:
 
 def test_gedit_generate_shows_both_images_and_combines_like_gedit():
     g = Scripted(answers=['{"reasoning": "mostly green", "score": [8, 6]}', 'Sure: {"score": [9, 4], "reasoning": "blurry"}'])
-    v = GEditVerifier(grader=g)
+    v = GEditVerifier(grader=g, metric="bon")
     s = v.score(edit_prompt(), cand(EDIT))
     sc_turn, pq_turn = g.turns
     assert len(images(sc_turn)) == 2 and len(images(pq_turn)) == 1
@@ -95,7 +95,7 @@ def test_gedit_logits_reads_digit_probabilities():
         return {str(k): (0.5 if k == d else 0.5 / 9) for k in range(10)}
 
     g = Scripted(probs=[peaked(9), peaked(9), peaked(0), peaked(9)])
-    s = GEditVerifier(grader=g, mode="logits").score(edit_prompt(), cand(EDIT))
+    s = GEditVerifier(grader=g, metric="bon", mode="logits").score(edit_prompt(), cand(EDIT))
     assert len(g.turns) == 4 and all("one digit from 0" in texts(t) for t in g.turns)
     e9 = (0.5 * 9 + sum(k * 0.5 / 9 for k in range(9))) / 1.0
     e0 = sum(k * 0.5 / 9 for k in range(1, 10))
@@ -111,12 +111,12 @@ def test_gedit_logits_reads_digit_probabilities():
     ([], edit_prompt(), cand("I edited it, trust me"), "the candidate has no image"),
 ])
 def test_gedit_failures_are_missing_with_the_reason(answers, prompt, candidate, match):
-    s = GEditVerifier(grader=Scripted(answers=answers)).score(prompt, candidate)
+    s = GEditVerifier(grader=Scripted(answers=answers), metric="bon").score(prompt, candidate)
     assert s.value is None and match in s.missing
 
 
 def test_gedit_grader_errors_are_missing():
-    s = GEditVerifier(grader=Scripted(fail="grader: HTTP 503: overloaded")).score(edit_prompt(), cand(EDIT))
+    s = GEditVerifier(grader=Scripted(fail="grader: HTTP 503: overloaded"), metric="bon").score(edit_prompt(), cand(EDIT))
     assert s.value is None and s.missing == "gedit: grader: HTTP 503: overloaded" and s.details["grader"]["model"] == "script-1"
 
 
@@ -248,7 +248,7 @@ def spy_render(grader) -> list:
 
 
 def test_tiny_vlm_gedit_logits_and_generate(llava):
-    v = registry.create("verifier", "gedit", model=str(llava), mode="logits", device="cpu", image_area=4096)
+    v = registry.create("verifier", "gedit", model=str(llava), metric="bon", mode="logits", device="cpu", image_area=4096)
     seen = spy_render(v.grader)
     s = v.score(edit_prompt(), cand(EDIT))
     assert s.missing is None and 0.0 <= s.value <= 1.0
@@ -257,7 +257,7 @@ def test_tiny_vlm_gedit_logits_and_generate(llava):
     assert s.details["grader"]["revision"].startswith("local:") and s.details["grader"]["model"] == str(llava)
     assert v.grader.backend.forward_batches == [4]  # the four questions go through the model in one batch
     # a random model writes no JSON: a missing score naming the unreadable answer, never a zero
-    g = registry.create("verifier", "gedit", model=str(llava), device="cpu", image_area=4096, max_new_tokens=6)
+    g = registry.create("verifier", "gedit", model=str(llava), metric="bon", device="cpu", image_area=4096, max_new_tokens=6)
     s = g.score(edit_prompt(), cand(EDIT))
     assert s.value is None and "answer unparseable" in s.missing
 
@@ -349,4 +349,4 @@ def test_api_grader_vqascore(api_key, mode):
 def test_api_grader_needs_its_key_variable(monkeypatch):
     monkeypatch.delenv("BON_TEST_NO_SUCH_KEY", raising=False)
     with pytest.raises(BonError, match="BON_TEST_NO_SUCH_KEY is not set"):
-        GEditVerifier(grader={"backend": "openai", "model": "m", "api_key_env": "BON_TEST_NO_SUCH_KEY"})
+        GEditVerifier(metric="bon", grader={"backend": "openai", "model": "m", "api_key_env": "BON_TEST_NO_SUCH_KEY"})
