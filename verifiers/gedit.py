@@ -94,6 +94,7 @@ ITEM_FIELDS = ("key", "task_type", "instruction", "instruction_language")
 
 class GEditVerifier(Verifier):
     plugin = "gedit"
+    run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
 

@@ -90,6 +90,7 @@ OFFICIAL_API = {"temperature": 0.0, "max_image_side": None, "extra_body": {"resp
 
 class IsgVerifier(Verifier):
     plugin = "isg"
+    run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
 
