@@ -152,6 +152,8 @@ def test_bad_items_are_one_line_errors(tmp_path):
     assert v.item_id(rows[0]) == "plain-json"
     with pytest.raises(BonError, match="needs prompts_dir"):
         GEditVerifier(grader={"backend": "openai", "model": "m", "api_key_env": None, "preflight": False})
+    with pytest.raises(BonError, match="metric: official"):
+        GEditVerifier(grader=f"replay:{replies}", metric="bon")
 
 
 def fake_checkout(root: Path) -> Path:

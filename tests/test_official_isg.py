@@ -122,6 +122,8 @@ def test_bad_items_and_replay_files_are_one_line_errors(tmp_path):
         IsgVerifier(grader=f"replay:{tmp_path / 'bad.jsonl'}")
     with pytest.raises(BonError, match="needs prompts_dir"):
         IsgVerifier(grader={"backend": "openai", "model": "m", "api_key_env": None, "preflight": False})
+    with pytest.raises(BonError, match="metric: official"):
+        IsgVerifier(grader=f"replay:{tmp_path / 'r.jsonl'}", metric="bon")
 
 
 def test_official_prompts_are_read_from_a_checkout(tmp_path):

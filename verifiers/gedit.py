@@ -50,7 +50,7 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _gedit_official as official
-from verifiers._grader import (DIGITS, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
+from verifiers._grader import (DIGITS, REPLAY, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
                                parse_scores, resize_to_area, snippet)
 
 
@@ -106,6 +106,8 @@ class GEditVerifier(Verifier):
         check_grader_settings(self.name, mode, grader_options)
         if metric not in METRICS:
             raise BonError(f"{self.name}: metric must be official or bon, got {metric!r}")
+        if metric != "official" and isinstance(grader, str) and grader.startswith(REPLAY):
+            raise BonError(f"{self.name}: grader replay: answers the official metric's named requests (metric: official)")
         self.metric = metric
         self.official: official.GEditOfficial | None = None
         if metric == "official":

@@ -60,7 +60,7 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _isg_official as official
-from verifiers._grader import (DIGITS, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
+from verifiers._grader import (DIGITS, REPLAY, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
                                snippet, yes_probability)
 
 LEVELS = ("structure", "block", "image", "parts", "holistic")
@@ -102,6 +102,8 @@ class IsgVerifier(Verifier):
         check_grader_settings(self.name, mode, grader_options)
         if metric not in METRICS:
             raise BonError(f"{self.name}: metric must be official or bon, got {metric!r}")
+        if metric != "official" and isinstance(grader, str) and grader.startswith(REPLAY):
+            raise BonError(f"{self.name}: grader replay: answers the official metric's named requests (metric: official)")
         self.metric = metric
         self.official: official.IsgOfficial | None = None
         if metric == "official":
