@@ -14,6 +14,22 @@ from typing import Any, Sequence
 from bon.errors import BonError
 
 
+METRICS = ("official", "bon")
+
+
+def check_metric(who: str, metric: str, mode: str, grader: Any) -> str:
+    """A graded verifier's ``metric``: the official one reads written answers, and only it takes a replay grader."""
+    from verifiers._grader import REPLAY
+
+    if metric not in METRICS:
+        raise BonError(f"{who}: metric must be official or bon, got {metric!r}")
+    if metric == "official" and mode != "generate":
+        raise BonError(f"{who}: metric official reads written answers (mode generate), got mode {mode!r}")
+    if metric != "official" and isinstance(grader, str) and grader.startswith(REPLAY):
+        raise BonError(f"{who}: grader replay: answers the official metric's named requests (metric: official)")
+    return metric
+
+
 def find_file(prompts_dir: str | Path, relative: Sequence[str], who: str, repo: str) -> Path:
     """The first of ``relative`` under ``prompts_dir`` (a checkout of ``repo`` or one of its folders)."""
     root = Path(prompts_dir).expanduser()

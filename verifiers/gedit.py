@@ -50,8 +50,9 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _gedit_official as official
-from verifiers._grader import (DIGITS, REPLAY, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
+from verifiers._grader import (DIGITS, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
                                parse_scores, resize_to_area, snippet)
+from verifiers._official import check_metric
 
 
 SC_GENERATE = (
@@ -88,7 +89,6 @@ PQ_QUESTIONS = (
 )
 
 
-METRICS = ("official", "bon")
 ITEM_FIELDS = ("key", "task_type", "instruction", "instruction_language")
 
 
@@ -104,15 +104,9 @@ class GEditVerifier(Verifier):
                  max_attempts: int = 3, **grader_options: Any) -> None:
         self.name = name or self.plugin
         check_grader_settings(self.name, mode, grader_options)
-        if metric not in METRICS:
-            raise BonError(f"{self.name}: metric must be official or bon, got {metric!r}")
-        if metric != "official" and isinstance(grader, str) and grader.startswith(REPLAY):
-            raise BonError(f"{self.name}: grader replay: answers the official metric's named requests (metric: official)")
-        self.metric = metric
+        self.metric = check_metric(self.name, metric, mode, grader)
         self.official: official.GEditOfficial | None = None
         if metric == "official":
-            if mode != "generate":
-                raise BonError(f"{self.name}: metric official reads written answers (mode generate), got mode {mode!r}")
             self.grader = grader_from(model, grader, grader_options, self.name, defaults=official.OFFICIAL_API)
             self.official = official.GEditOfficial(self.grader, official.load_prompts(prompts_dir, self.name), on_failure,
                                                    max_attempts, self.name)

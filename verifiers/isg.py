@@ -60,8 +60,9 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _isg_official as official
-from verifiers._grader import (DIGITS, REPLAY, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
+from verifiers._grader import (DIGITS, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
                                snippet, yes_probability)
+from verifiers._official import check_metric
 
 LEVELS = ("structure", "block", "image", "parts", "holistic")
 TAG = re.compile(r"<(gen|query)_(text|img)(\d+)>")
@@ -83,7 +84,6 @@ HOLISTIC_TAIL = ("How well does the answer fulfil the request, with text and pic
                  "with each other and in the requested form?\n")
 
 
-METRICS = ("official", "bon")
 # the official client's request settings (ISG_eval/vqa_model.py, config.yaml), unless the user sets them
 OFFICIAL_API = {"temperature": 0.0, "max_image_side": None, "extra_body": {"response_format": {"type": "json_object"}}}
 
@@ -100,15 +100,9 @@ class IsgVerifier(Verifier):
                  prompts_dir: str | None = None, **grader_options: Any) -> None:
         self.name = name or self.plugin
         check_grader_settings(self.name, mode, grader_options)
-        if metric not in METRICS:
-            raise BonError(f"{self.name}: metric must be official or bon, got {metric!r}")
-        if metric != "official" and isinstance(grader, str) and grader.startswith(REPLAY):
-            raise BonError(f"{self.name}: grader replay: answers the official metric's named requests (metric: official)")
-        self.metric = metric
+        self.metric = check_metric(self.name, metric, mode, grader)
         self.official: official.IsgOfficial | None = None
         if metric == "official":
-            if mode != "generate":
-                raise BonError(f"{self.name}: metric official reads written answers (mode generate), got mode {mode!r}")
             self.grader = grader_from(model, grader, grader_options, self.name, defaults=OFFICIAL_API)
             self.official = official.IsgOfficial(self.grader, official.load_prompts(prompts_dir, self.name), primary, self.name)
             self.mode, self.levels = mode, list(official.LEVELS)
