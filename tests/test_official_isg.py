@@ -175,3 +175,43 @@ def test_official_prompts_are_read_from_a_checkout(tmp_path):
     assert holistic[0][1] == "Judge this. Query:" and "\n" not in holistic[1][1] and holistic[-1][1] == "Score it."
     assert holistic[8][1] == "The soap is rinsed off."  # the Golden answer is shown
     assert s.details["holistic"] == 5 and v.identity()["prompts"]
+
+
+def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
+    """Per request: the body keys, temperature, response format, part kinds (one per text) and image
+    detail the official client sent for the same item in the harness."""
+    from openai_server import OpenAIServer
+
+    monkeypatch.setenv("BON_TEST_ISG_KEY", "sk-test")
+    c = case("ex-a", ANSWER, ALL_YES)
+    write_images(tmp_path, [c["item"]])
+    replies = {q: r for q, r in ALL_YES.items()}
+
+    def reply(body):
+        texts = " ".join(p.get("text", "") for p in body["messages"][0]["content"] if p["type"] == "text")
+        q = next((k for k in replies if f"(ex-a {k})" in texts), "holistic")
+        return replies[q]
+
+    server = OpenAIServer(reply=reply)
+    try:
+        checkout = tmp_path / "ISG" / "ISG_eval"
+        checkout.mkdir(parents=True)
+        (checkout / "get_judge_prompt.py").write_text(
+            '_TEXT_TEXT_JUDGE_PROMPT = "{requirement} {text1} {text2} {question}"\n_TEXT_IMAGE_JUDGE_PROMPT = "{requirement} {text} {question}"\n'
+            '_IMAGE_IMAGE_JUDGE_PROMPT = "{requirement} {question}"\n_EVALUATE_WHOLE_W_GT_PROMPT = ["Q:", "A:", "G:", "Rate."]\n'
+            '_DSG_PROMPT = "{question}"\nVQA_dict = {"Yes_No": "yes or no", "Score": "1-10"}\n')
+        v = IsgVerifier(prompts_dir=str(tmp_path / "ISG"), grader={"backend": "openai", "model": "gpt-4.1", "base_url": server.url,
+                                                                  "api_key_env": "BON_TEST_ISG_KEY"})
+        s = v.score(*v.read_item(c["item"], tmp_path))
+    finally:
+        server.close()
+    assert [s.details[k] for k in LEVELS] == [True, 10, pytest.approx(2 / 3), 7]
+    official = EXPECTED["requests"]
+    assert len(server.requests) == len(official)  # bon leaves out the Yes_No block requests the official count never reads
+    for body in server.requests:
+        parts = body["messages"][0]["content"]
+        texts = " ".join(p.get("text", "") for p in parts if p["type"] == "text")
+        want = official[next((k for k in official if f"(ex-a {k})" in texts), "holistic")]
+        assert sorted(body) == want["body_keys"] and body["temperature"] == want["temperature"]
+        assert body["response_format"] == want["response_format"] and [p["type"] for p in parts] == want["kinds"]
+        assert [p["image_url"].get("detail") for p in parts if p["type"] == "image_url"] == want["details"]

@@ -9,7 +9,8 @@ Two metrics (``metric``):
   as is for structure and image. The grader's request texts are the official ones, read from a
   checkout of Dongping-Chen/ISG that ``prompts_dir`` points at (not needed with ``grader: replay:FILE``).
   Written answers only (``mode: generate``); an API grader gets the official client's settings unless
-  set: temperature 0, ``response_format`` JSON, no token limit, images at their size.
+  set: temperature 0, ``response_format`` JSON, no token limit, images at their size with ``detail: low``, one
+  content part per text.
 - ``bon``: bon's own levels, below, combined into one mean on 0-1.
 
 The ``bon`` metric:
@@ -85,7 +86,8 @@ HOLISTIC_TAIL = ("How well does the answer fulfil the request, with text and pic
 
 
 # the official client's request settings (ISG_eval/vqa_model.py, config.yaml), unless the user sets them
-OFFICIAL_API = {"temperature": 0.0, "max_image_side": None, "extra_body": {"response_format": {"type": "json_object"}}}
+OFFICIAL_API = {"temperature": 0.0, "max_image_side": None, "image_detail": "low", "merge_texts": False,
+                "extra_body": {"response_format": {"type": "json_object"}}}
 
 
 class IsgVerifier(Verifier):

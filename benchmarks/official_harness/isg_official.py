@@ -31,10 +31,11 @@ from official_isg_cases import cases  # noqa: E402
 TOKEN = re.compile(r"\((\S+) (block|image)/(\d+)\)")
 REPLIES: dict[str, dict] = {}
 SCORE_REQUIREMENT: list[str] = []
+REQUESTS: list[dict] = []  # what the official client sent for the example item
 
 
 class _Completions:
-    def create(self, messages, **_):
+    def create(self, messages, **kwargs):
         parts = messages[0]["content"]
         texts = " ".join(p.get("text", "") for p in parts if p.get("type") == "text")
         # an empty block text is "replaced" between every character of the question: undo it to read the token
@@ -48,6 +49,12 @@ class _Completions:
         else:
             cid = re.search(r"\[(\S+)\]", texts).group(1)
             reply = REPLIES[cid]["holistic"]
+        if cid == "ex-a" and (not m or SCORE_REQUIREMENT[0] in texts or m.group(2) == "image"):
+            question = f"{m.group(2)}/{m.group(3)}" if m else "holistic"
+            REQUESTS.append({"question": question, "body_keys": sorted(["messages", *(k for k in kwargs if k != "extra_headers")]),
+                             "temperature": kwargs.get("temperature"), "response_format": kwargs.get("response_format"),
+                             "kinds": [p["type"] for p in parts],
+                             "details": [p["image_url"].get("detail") for p in parts if p["type"] == "image_url"]})
         if reply is None:
             raise ConnectionError("the canned call fails")
         message = types.SimpleNamespace(content=reply)
@@ -124,7 +131,8 @@ def main(checkout: Path, out: Path) -> None:
     categories = sorted({it["Category"] for it in items})
     expected = {"repository": "Dongping-Chen/ISG", "commit": "de504cdda1cab7bd874c252f670eb1833290db5a",
                 "items": per_item, "groups": numbers(records, official_groups),
-                "all": numbers(records, {"all": categories})["all"]}
+                "all": numbers(records, {"all": categories})["all"],
+                "requests": {r["question"]: r for r in REQUESTS}}
     out.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}: {len(per_item)} items")
 
