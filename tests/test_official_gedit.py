@@ -195,3 +195,23 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
         assert sizes == official[question]["image_sizes"]
     sc_text = next(b for b in server.requests if len(b["messages"][0]["content"]) == 3)["messages"][0]["content"][0]["text"]
     assert sc_text == "You rate edits.\nTwo images: before and after.\nRate 0-10 how well this was done: " + rows[0]["instruction"]
+
+
+def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
+    """A timeout or 5xx is retried on a rerun, whatever on_failure says; it never becomes a guess or a 0."""
+    from verifiers._grader import Grader, GradingFailed
+
+    class Down(Grader):
+        def identity(self):
+            return {"backend": "down"}
+
+        def answer(self, turns, max_new_tokens=256):
+            raise GradingFailed("grader: timed out", transient=True)
+
+        def next_word_probs(self, turns, words):
+            raise AssertionError
+
+    rows, _ = write_case_files(tmp_path, items()[:1])
+    v = GEditVerifier(grader=Down(), prompts_dir=str(fake_checkout(tmp_path / "Step1X-Edit")), on_failure="zero")
+    s = v.score(*v.read_item(rows[0], tmp_path))
+    assert s.value is None and s.transient and "timed out" in s.missing

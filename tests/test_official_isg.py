@@ -215,3 +215,30 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
         assert sorted(body) == want["body_keys"] and body["temperature"] == want["temperature"]
         assert body["response_format"] == want["response_format"] and [p["type"] for p in parts] == want["kinds"]
         assert [p["image_url"].get("detail") for p in parts if p["type"] == "image_url"] == want["details"]
+
+
+def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
+    """A timeout is retried on a rerun; only a call that failed for good counts as the official None."""
+    from verifiers._grader import Grader, GradingFailed
+
+    class Down(Grader):
+        def identity(self):
+            return {"backend": "down"}
+
+        def answer(self, turns, max_new_tokens=256):
+            raise GradingFailed("grader: timed out", transient=True)
+
+        def next_word_probs(self, turns, words):
+            raise AssertionError
+
+    c = case("ex-a", ANSWER, ALL_YES)
+    write_images(tmp_path, [c["item"]])
+    checkout = tmp_path / "ISG" / "ISG_eval"
+    checkout.mkdir(parents=True)
+    (checkout / "get_judge_prompt.py").write_text("".join(f"{n} = {v!r}\n" for n, v in (
+        ("_TEXT_TEXT_JUDGE_PROMPT", "x"), ("_TEXT_IMAGE_JUDGE_PROMPT", "x"), ("_IMAGE_IMAGE_JUDGE_PROMPT", "x"),
+        ("_EVALUATE_WHOLE_W_GT_PROMPT", ["a", "b", "c", "d"]), ("_DSG_PROMPT", "x"), ("VQA_dict", {"Score": "s", "Yes_No": "y"}))))
+    v = IsgVerifier(grader=Down(), prompts_dir=str(tmp_path / "ISG"))
+    s = v.score(*v.read_item(c["item"], tmp_path))
+    assert s.value is None and s.transient and "timed out" in s.missing
+    assert v.aggregate([(v.read_item(c["item"], tmp_path)[0], s)])["failed"] == 1
