@@ -11,6 +11,7 @@ canned replies (benchmarks/official_harness/gedit_official.py). The cases: tests
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -193,6 +194,8 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
         assert [u.split(";", 1)[0] for u in urls] == official[question]["image_mime"]
         sizes = [list(Image.open(io.BytesIO(base64.b64decode(u.split(",", 1)[1]))).size) for u in urls]
         assert sizes == official[question]["image_sizes"]
+        digests = [hashlib.sha256(base64.b64decode(u.split(",", 1)[1])).hexdigest() for u in urls]
+        assert digests == official[question]["image_sha256"]  # the very JPEG bytes the official client sent
     sc_text = next(b for b in server.requests if len(b["messages"][0]["content"]) == 3)["messages"][0]["content"][0]["text"]
     assert sc_text == "You rate edits.\nTwo images: before and after.\nRate 0-10 how well this was done: " + rows[0]["instruction"]
 

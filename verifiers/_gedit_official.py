@@ -9,7 +9,7 @@ Per edit, two requests (VIEScore's ``tie`` task), each one user message, text fi
 - PQ: the PQ prompt (context and PQ rule), then the edited image.
 
 The official client sends the model, the message and ``max_tokens: 1400``: no temperature (the API's
-default), images as JPEG. Replies are read as VIEScore's ``mllm_output_to_dict`` reads them (see
+default), images as JPEG (PIL's default quality, 75). Replies are read as VIEScore's ``mllm_output_to_dict`` reads them (see
 :func:`read_reply`): the text between two ``||V^=^V||`` delimiters, else from the first ``{`` to the last
 ``}``, else a bare ``[a, b]`` list or a bare number 0-10; the JSON's ``score`` (a number becomes a
 one-element list), with a repair of unquoted keys when the JSON does not load. When either reply cannot
@@ -52,8 +52,10 @@ CATEGORIES = ("background_change", "color_alter", "material_alter", "motion_chan
               "subject-add", "subject-remove", "subject-replace", "text_change", "tone_transfer")
 ON_FAILURE = ("official", "zero", "missing")
 MAX_TOKENS = 1400
-# the official client's request, unless the user sets these: no temperature, full-size JPEG, max_tokens
-OFFICIAL_API = {"temperature": None, "max_image_side": None, "image_format": "jpeg", "max_tokens_param": "max_tokens"}
+# the official client's request, unless the user sets these: no temperature, full-size JPEG at PIL's default
+# quality (75), max_tokens
+OFFICIAL_API = {"temperature": None, "max_image_side": None, "image_format": "jpeg", "image_quality": 75,
+                "max_tokens_param": "max_tokens"}
 DELIMITER = "||V^=^V||"
 GUESS = "guess"
 BARE_LIST = re.compile(r"^\[\d+, ?\d+\]$")

@@ -20,7 +20,7 @@ Two back-ends, chosen by ``backend`` in the grader spec:
   endpoint, a vLLM server). Options: ``model``, ``base_url``, ``api_key_env`` (the *name* of the
   variable holding the key; null for none), ``max_image_side`` (1024), ``temperature`` (0),
   ``max_tokens_param``, ``reasoning_model``, ``top_logprobs`` (20), ``concurrency`` (4), ``timeout``
-  (120), ``max_retries`` (4), ``preflight`` (true), ``extra_body``, ``image_format`` (png | jpeg | webp), ``image_detail`` (low | high | auto; none sent by default), ``merge_texts`` (true: adjacent texts as one part). Requests go through
+  (120), ``max_retries`` (4), ``preflight`` (true), ``extra_body``, ``image_format`` (png | jpeg | webp), ``image_quality`` (90, for jpeg/webp), ``image_detail`` (low | high | auto; none sent by default), ``merge_texts`` (true: adjacent texts as one part). Requests go through
   :mod:`bon.backends.openai_api` (the SDK's retries on 429/5xx and timeouts, the key read from the
   environment and never stored). Endpoints that return no log-probabilities (and GPT-5 / o-series
   models, which take none) make :meth:`next_word_probs` raise :class:`NoLogprobs`; the verifiers then
@@ -350,7 +350,8 @@ class ApiGrader(Grader):
                  max_tokens_param: str = "max_completion_tokens", reasoning_model: bool | None = None,
                  top_logprobs: int = 20, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 4,
                  preflight: bool = True, preflight_timeout: float = 5.0, extra_body: dict[str, Any] | None = None,
-                 image_format: str = "png", image_detail: str | None = None, merge_texts: bool = True) -> None:
+                 image_format: str = "png", image_quality: int = 90, image_detail: str | None = None,
+                 merge_texts: bool = True) -> None:
         from bon.backends.openai_api import OpenAIEndpoint
 
         if extra_body is not None and not isinstance(extra_body, dict):
@@ -370,6 +371,7 @@ class ApiGrader(Grader):
         if image_detail not in (None, "low", "high", "auto"):
             raise BonError(f"{who}: image_detail must be low, high or auto, got {image_detail!r}")
         self.image_detail = image_detail
+        self.image_quality = int(image_quality)
         self.merge_texts = bool(merge_texts)
         self.served_models: set[str] = set()
 
@@ -378,6 +380,7 @@ class ApiGrader(Grader):
                                  "temperature": self.temperature, "max_image_side": self.max_image_side}
         if self.image_format != "png":
             ident["image_format"] = self.image_format
+            ident["image_quality"] = self.image_quality
         if self.image_detail:
             ident["image_detail"] = self.image_detail
         if not self.merge_texts:
@@ -393,7 +396,7 @@ class ApiGrader(Grader):
         from bon.backends.images import chat_parts, image_data_url
 
         def image_part(image: Image.Image) -> dict[str, Any]:
-            url: dict[str, Any] = {"url": image_data_url(image, self.max_image_side, self.image_format)}
+            url: dict[str, Any] = {"url": image_data_url(image, self.max_image_side, self.image_format, self.image_quality)}
             if self.image_detail:
                 url["detail"] = self.image_detail
             return {"type": "image_url", "image_url": url}

@@ -17,6 +17,7 @@ per language (its GROUPS set to the categories the cases use).
 from __future__ import annotations
 
 import base64
+import hashlib
 import csv
 import io
 import json
@@ -56,7 +57,9 @@ def fake_post(url, json=None, headers=None):  # noqa: A002 - the name requests u
              for p in content if p["type"] == "image_url"]
     STATE["requests"].append({"key": case["key"], "question": question, "attempt": n, "body_keys": sorted(json),
                               "max_tokens": json.get("max_tokens"), "kinds": [p["type"] for p in content], "image_sizes": sizes,
-                              "image_mime": [p["image_url"]["url"].split(";", 1)[0] for p in content if p["type"] == "image_url"]})
+                              "image_mime": [p["image_url"]["url"].split(";", 1)[0] for p in content if p["type"] == "image_url"],
+                              "image_sha256": [hashlib.sha256(base64.b64decode(p["image_url"]["url"].split(",", 1)[1])).hexdigest()
+                                               for p in content if p["type"] == "image_url"]})
     if reply is None:
         return Response({"error": {"code": "server_error", "message": "canned failure"}})
     return Response({"choices": [{"message": {"content": reply}}]})
