@@ -107,6 +107,10 @@ def test_a_reply_file_that_misses_a_question_is_a_one_line_error(tmp_path):
     with pytest.raises(BonError) as err:
         v.score(prompt, cand)
     assert "\n" not in str(err.value) and "item 'ex-a'" in str(err.value) and "'block/1'" in str(err.value)
+    from bon.executors.local import safe_score
+
+    with pytest.raises(BonError, match="no reply for item 'ex-a'"):  # a study's verify stage stops too, never stores it
+        safe_score(v, prompt, cand)
 
 
 def test_bad_items_and_replay_files_are_one_line_errors(tmp_path):

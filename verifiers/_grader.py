@@ -60,6 +60,7 @@ from PIL import Image
 
 from bon.backends.answers import json_objects, key_entries, snippet
 from bon.errors import BonError, first_line
+from bon.lifecycle import LoadFailed
 
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL.Image)
 Turn = list[Part]
@@ -93,8 +94,9 @@ class Request:
     candidate: str | None = None
 
 
-class ReplayMissing(BonError):
-    """A replay file without the reply a request needs: bad input, never a missing score."""
+class ReplayMissing(LoadFailed):
+    """A replay file without the reply a request needs: bad input, never a missing score; in a study the
+    verify stage stops with this one line (a LoadFailed), as ``bon score`` does (exit 2)."""
 
 
 class Grader(ABC):
