@@ -27,6 +27,12 @@ Aggregation (``calculate_performance.py``): per group of categories, structure =
 structure / items, and block, image, holistic the means of the values above. bon adds ``all``, the same
 rule over every item.
 
+Requests: the official prompt texts (read from ``prompts_dir``), images before the text for block and
+image questions, the holistic request's parts in order with newlines turned to spaces; over an API,
+temperature 0, JSON response format, no token limit, ``detail: low``, one content part per text. bon
+does not send the official ``Yes_No`` twin of each block question (its reply is never counted) and sends
+images re-encoded as PNG (the same pixels) rather than the file's own bytes.
+
 The official grader replies are JSON (``response_format: json_object``); a reply that is not JSON is
 kept as an error object, as the official client does. Where the official code would crash (a holistic
 reply that is a bare number, a non-numeric ``overall_score``), bon counts the grade as failed: 1.
