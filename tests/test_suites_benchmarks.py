@@ -144,7 +144,11 @@ def test_isg_bench_queries_golden_and_graph(copies, copy):
     assert p.content.images[0].load().size == (40, 40)  # 0000_q1.JPG in the JSONL, 0000_q1.jpg on disk
     assert p.metadata["category"] == "Prediction" and p.metadata["group"] == "Temporal Prediction"
     assert p.metadata["benchmark_id"] == "0000"
-    assert p.metadata["golden"] == {"structure": ["text", "image", "image"], "texts": ["The person rinses the soap away."]}
+    golden = p.metadata["golden"]
+    assert {k: golden[k] for k in ("structure", "texts")} == {"structure": ["text", "image", "image"], "texts": ["The person rinses the soap away."]}
+    # the official metric's holistic grade shows the Golden answer: its parts, images by file path
+    assert [g["type"] for g in golden["parts"]] == golden["structure"] and golden["parts"][0]["content"] == "The person rinses the soap away."
+    assert golden["parts"][1]["content"].endswith("0000_g1.jpg") and p.metadata["predict"]["block_qa"]["questions"]
     graph = p.metadata["isg"]
     assert graph["structure"] == ["<gen_text1>", "<gen_img1>", "<gen_img2>"]
     assert len(graph["block_qa"]) == 2 and [q["id"] for q in graph["image_qa"]] == [0, 1, 2]

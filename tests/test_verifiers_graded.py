@@ -75,7 +75,7 @@ def cand(*values, gen="g", index=0) -> Candidate:
 
 def test_gedit_generate_shows_both_images_and_combines_like_gedit():
     g = Scripted(answers=['{"reasoning": "mostly green", "score": [8, 6]}', 'Sure: {"score": [9, 4], "reasoning": "blurry"}'])
-    v = GEditVerifier(grader=g)
+    v = GEditVerifier(grader=g, metric="bon")
     s = v.score(edit_prompt(), cand(EDIT))
     sc_turn, pq_turn = g.turns
     assert len(images(sc_turn)) == 2 and len(images(pq_turn)) == 1
@@ -95,7 +95,7 @@ def test_gedit_logits_reads_digit_probabilities():
         return {str(k): (0.5 if k == d else 0.5 / 9) for k in range(10)}
 
     g = Scripted(probs=[peaked(9), peaked(9), peaked(0), peaked(9)])
-    s = GEditVerifier(grader=g, mode="logits").score(edit_prompt(), cand(EDIT))
+    s = GEditVerifier(grader=g, metric="bon", mode="logits").score(edit_prompt(), cand(EDIT))
     assert len(g.turns) == 4 and all("one digit from 0" in texts(t) for t in g.turns)
     e9 = (0.5 * 9 + sum(k * 0.5 / 9 for k in range(9))) / 1.0
     e0 = sum(k * 0.5 / 9 for k in range(1, 10))
@@ -111,12 +111,12 @@ def test_gedit_logits_reads_digit_probabilities():
     ([], edit_prompt(), cand("I edited it, trust me"), "the candidate has no image"),
 ])
 def test_gedit_failures_are_missing_with_the_reason(answers, prompt, candidate, match):
-    s = GEditVerifier(grader=Scripted(answers=answers)).score(prompt, candidate)
+    s = GEditVerifier(grader=Scripted(answers=answers), metric="bon").score(prompt, candidate)
     assert s.value is None and match in s.missing
 
 
 def test_gedit_grader_errors_are_missing():
-    s = GEditVerifier(grader=Scripted(fail="grader: HTTP 503: overloaded")).score(edit_prompt(), cand(EDIT))
+    s = GEditVerifier(grader=Scripted(fail="grader: HTTP 503: overloaded"), metric="bon").score(edit_prompt(), cand(EDIT))
     assert s.value is None and s.missing == "gedit: grader: HTTP 503: overloaded" and s.details["grader"]["model"] == "script-1"
 
 
@@ -144,7 +144,7 @@ def isg_prompt() -> Prompt:
 def test_isg_levels_questions_and_dependencies():
     # block: two relation questions; image: q0 "no" so q1 (which needs q0) is never asked, q2 "yes"; holistic 8
     g = Scripted(answers=['{"score": 6}', '{"score": 10}', "No.", "Yes", '{"score": 8}'])
-    v = IsgVerifier(grader=g)
+    v = IsgVerifier(grader=g, metric="bon")
     s = v.score(isg_prompt(), cand("The soap is rinsed off.", RED, BLUE))
     assert s.missing is None
     block1, block2, img0, img2, holistic = g.turns
@@ -165,7 +165,7 @@ RED, BLUE = Image.new("RGB", (20, 20), "red"), Image.new("RGB", (20, 20), "blue"
 
 def test_isg_wrong_structure_zeroes_block_and_image_but_keeps_holistic():
     g = Scripted(answers=['{"score": 5}'])
-    s = IsgVerifier(grader=g).score(isg_prompt(), cand("Only one picture:", RED))
+    s = IsgVerifier(grader=g, metric="bon").score(isg_prompt(), cand("Only one picture:", RED))
     assert len(g.turns) == 1  # only the holistic grade was asked
     assert s.details["level_scores"] == {"structure": 0.0, "block": 0.0, "image": 0.0, "holistic": 0.5}
     assert s.value == pytest.approx(0.125)
@@ -174,7 +174,7 @@ def test_isg_wrong_structure_zeroes_block_and_image_but_keeps_holistic():
 def test_isg_parts_level_for_prompts_without_questions():
     p = Prompt("u", "interleaved", Content.of("How do I make tea? Use 2 pictures."))
     g = Scripted(answers=['{"score": 7}', '{"score": 9}', '{"score": 10}'])
-    s = IsgVerifier(grader=g).score(p, cand("Boil water.", RED, "Steep the bag.", BLUE))
+    s = IsgVerifier(grader=g, metric="bon").score(p, cand("Boil water.", RED, "Steep the bag.", BLUE))
     part1, part2, _ = g.turns
     assert '"Boil water."' in texts(part1) and '"Steep the bag."' in texts(part2) and "picture 2" in texts(part2)
     assert s.details["level_scores"] == {"structure": 1.0, "parts": 0.8, "holistic": 1.0}
@@ -183,12 +183,12 @@ def test_isg_parts_level_for_prompts_without_questions():
 def test_isg_unreadable_grades():
     # one unreadable block answer: the level uses the other; all unreadable: the score is missing
     g = Scripted(answers=["hmm", '{"score": 10}', "Yes", "yes", "yes", '{"score": 10}'])
-    s = IsgVerifier(grader=g).score(isg_prompt(), cand("Text.", RED, BLUE))
+    s = IsgVerifier(grader=g, metric="bon").score(isg_prompt(), cand("Text.", RED, BLUE))
     assert s.details["levels"]["block"]["failed"] == 1 and s.details["level_scores"]["block"] == 1.0
     g = Scripted(answers=["hmm", "no idea"])
-    s = IsgVerifier(grader=g, levels=["structure", "block"]).score(isg_prompt(), cand("Text.", RED, BLUE))
+    s = IsgVerifier(grader=g, metric="bon", levels=["structure", "block"]).score(isg_prompt(), cand("Text.", RED, BLUE))
     assert s.value is None and "block level: every question failed" in s.missing
-    s = IsgVerifier(grader=Scripted(answers=["dunno"]), levels=["holistic"]).score(isg_prompt(), cand("x"))
+    s = IsgVerifier(grader=Scripted(answers=["dunno"]), metric="bon", levels=["holistic"]).score(isg_prompt(), cand("x"))
     assert s.value is None and "holistic grade" in s.missing
 
 
@@ -196,7 +196,7 @@ def test_isg_logits_mode_uses_yes_probability_and_digits():
     yes = {"Yes": 0.6, "yes": 0.0, "No": 0.2, "no": 0.0}
     digits = {d: (1.0 if d == "9" else 0.0) for d in DIGITS}
     g = Scripted(probs=[yes, yes, yes, digits])
-    s = IsgVerifier(grader=g, mode="logits", levels=["image", "holistic"]).score(isg_prompt(), cand("T.", RED, BLUE))
+    s = IsgVerifier(grader=g, metric="bon", mode="logits", levels=["image", "holistic"]).score(isg_prompt(), cand("T.", RED, BLUE))
     assert s.details["level_scores"] == {"image": pytest.approx(0.75), "holistic": 1.0}
 
 
@@ -248,7 +248,7 @@ def spy_render(grader) -> list:
 
 
 def test_tiny_vlm_gedit_logits_and_generate(llava):
-    v = registry.create("verifier", "gedit", model=str(llava), mode="logits", device="cpu", image_area=4096)
+    v = registry.create("verifier", "gedit", model=str(llava), metric="bon", mode="logits", device="cpu", image_area=4096)
     seen = spy_render(v.grader)
     s = v.score(edit_prompt(), cand(EDIT))
     assert s.missing is None and 0.0 <= s.value <= 1.0
@@ -257,13 +257,13 @@ def test_tiny_vlm_gedit_logits_and_generate(llava):
     assert s.details["grader"]["revision"].startswith("local:") and s.details["grader"]["model"] == str(llava)
     assert v.grader.backend.forward_batches == [4]  # the four questions go through the model in one batch
     # a random model writes no JSON: a missing score naming the unreadable answer, never a zero
-    g = registry.create("verifier", "gedit", model=str(llava), device="cpu", image_area=4096, max_new_tokens=6)
+    g = registry.create("verifier", "gedit", model=str(llava), metric="bon", device="cpu", image_area=4096, max_new_tokens=6)
     s = g.score(edit_prompt(), cand(EDIT))
     assert s.value is None and "answer unparseable" in s.missing
 
 
 def test_tiny_vlm_isg_logits(llava):
-    v = IsgVerifier(model=str(llava), mode="logits", device="cpu", max_questions=2)
+    v = IsgVerifier(model=str(llava), metric="bon", mode="logits", device="cpu", max_questions=2)
     s = v.score(isg_prompt(), cand("Rinse.", RED, BLUE))
     assert s.missing is None and set(s.details["level_scores"]) == {"structure", "block", "image", "holistic"}
     assert all(0.0 <= x <= 1.0 for x in s.details["level_scores"].values())
@@ -352,4 +352,4 @@ def test_api_grader_vqascore(api_key, mode):
 def test_api_grader_needs_its_key_variable(monkeypatch):
     monkeypatch.delenv("BON_TEST_NO_SUCH_KEY", raising=False)
     with pytest.raises(BonError, match="BON_TEST_NO_SUCH_KEY is not set"):
-        GEditVerifier(grader={"backend": "openai", "model": "m", "api_key_env": "BON_TEST_NO_SUCH_KEY"})
+        GEditVerifier(metric="bon", grader={"backend": "openai", "model": "m", "api_key_env": "BON_TEST_NO_SUCH_KEY"})

@@ -152,12 +152,12 @@ RED, BLUE = Image.new("RGB", (8, 8), "red"), Image.new("RGB", (8, 8), "blue")
 
 
 def test_isg_structure_against_the_graph_golden_and_the_prompt():
-    v = IsgVerifier(levels=["structure"])  # no grader needed
+    v = IsgVerifier(metric="bon", levels=["structure"])  # no grader needed
     graph = Prompt("p", "interleaved", Content.of("Show what happens next in 2 images."),
                    {"isg": {"structure": ["<gen_text1>", "<gen_img1>", "<gen_img2>"]}})
     assert v.score(graph, cand("It rinses.", RED, BLUE)).value == 1.0
     assert v.score(graph, cand("It", "rinses.", RED, BLUE)).value == 1.0  # split text merges
-    assert IsgVerifier(levels=["structure"], merge_text=False).score(graph, cand("It", "rinses.", RED, BLUE)).value == 0.0
+    assert IsgVerifier(metric="bon", levels=["structure"], merge_text=False).score(graph, cand("It", "rinses.", RED, BLUE)).value == 0.0
     bad = v.score(graph, cand(RED, "It rinses.", BLUE))
     assert bad.value == 0.0 and bad.details["structure"]["expected"] == ["text", "image", "image"]
     golden = Prompt("p", "interleaved", Content.of("x"), {"golden": {"structure": ["image"]}})
@@ -168,9 +168,9 @@ def test_isg_structure_against_the_graph_golden_and_the_prompt():
     assert asked_images("Please use a combination of 4 images and text") == 4
     assert asked_images("draw two cute pictures") == 2 and asked_images("tell me a story") is None
     with pytest.raises(BonError, match="levels must be"):
-        IsgVerifier(levels=["vibes"])
+        IsgVerifier(metric="bon", levels=["vibes"])
     with pytest.raises(BonError, match="grader model is required"):
-        IsgVerifier(levels=["structure", "holistic"])
+        IsgVerifier(metric="bon", levels=["structure", "holistic"])
 
 
 # --- answer parsing and failures ---------------------------------------------------------------------------

@@ -20,11 +20,26 @@ Two back-ends, chosen by ``backend`` in the grader spec:
   endpoint, a vLLM server). Options: ``model``, ``base_url``, ``api_key_env`` (the *name* of the
   variable holding the key; null for none), ``max_image_side`` (1024), ``temperature`` (0),
   ``max_tokens_param``, ``reasoning_model``, ``top_logprobs`` (20), ``concurrency`` (4), ``timeout``
-  (120), ``max_retries`` (4), ``preflight`` (true), ``extra_body``. Requests go through
+  (120), ``max_retries`` (4), ``preflight`` (true), ``extra_body``, ``image_format`` (png | jpeg | webp), ``image_quality`` (90, for jpeg/webp), ``image_detail`` (low | high | auto; none sent by default), ``merge_texts`` (true: adjacent texts as one part). Requests go through
   :mod:`bon.backends.openai_api` (the SDK's retries on 429/5xx and timeouts, the key read from the
   environment and never stored). Endpoints that return no log-probabilities (and GPT-5 / o-series
   models, which take none) make :meth:`next_word_probs` raise :class:`NoLogprobs`; the verifiers then
   ask for a written answer.
+
+A third, ``grader: replay:FILE``, answers from canned replies (:class:`ReplayGrader`), so a verifier's
+whole computation runs with no model: the official metrics ask it through :meth:`Grader.ask`, which
+names each request's item and question. The file is JSONL, one reply per line::
+
+    {"item": "0000", "question": "holistic", "reply": "{\"overall_score\": 7}"}
+    {"item": "0000", "question": "block/1", "reply": "{\"Judge\": 10}"}
+    {"item": "1a2b", "question": "sc", "attempt": 2, "reply": "[6, 0]"}
+
+``item`` is the benchmark item's own id (the prompt id in a study), ``question`` the verifier's name for
+the request (ISG: ``holistic``, ``block/<k>``, ``image/<k>`` with ``k`` the question's 0-based position in
+the item's list; GEdit: ``sc``, ``pq``), ``reply`` the grader's raw text (null: a call that failed for good). Optional: ``attempt`` (1, 2,
+...: the reply to the k-th time the same question is asked; a line without it answers every attempt)
+and ``candidate`` (``generator/index``: a reply for one candidate of a study; without it, any). A
+request the file does not answer is a one-line error naming the item and question (exit 2).
 
 Any failure to grade raises :class:`GradingFailed` with a one-line reason, which the verifier records
 as a missing score (never a zero); its ``transient`` says whether a rerun should try again (timeouts,
@@ -33,15 +48,19 @@ as a missing score (never a zero); its ``transient`` says whether a rerun should
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from PIL import Image
 
 from bon.backends.answers import json_objects, key_entries, snippet
 from bon.errors import BonError, first_line
+from bon.lifecycle import LoadFailed
 
 Part = tuple[str, Any]  # ("text", str) or ("image", PIL.Image)
 Turn = list[Part]
@@ -63,6 +82,23 @@ class NoLogprobs(GradingFailed):
     """The endpoint returned no log-probabilities."""
 
 
+@dataclass(frozen=True)
+class Request:
+    """One grading turn and what it asks about: the item's id and the verifier's name for the question
+    (what a replay file keys on), the attempt (a re-asked question) and the candidate."""
+
+    turn: Turn
+    item: str
+    question: str
+    attempt: int = 1
+    candidate: str | None = None
+
+
+class ReplayMissing(LoadFailed):
+    """A replay file without the reply a request needs: bad input, never a missing score; in a study the
+    verify stage stops with this one line (a LoadFailed), as ``bon score`` does (exit 2)."""
+
+
 class Grader(ABC):
     name: str = "grader"
 
@@ -80,6 +116,78 @@ class Grader(ABC):
 
     def close(self) -> None:
         """Release the model (a local grader's weights); the next question loads it again."""
+
+    def ask(self, requests: Sequence[Request], max_new_tokens: int = 256) -> list[str | None]:
+        """Written answers to named requests, None for a call that failed for good (what an official
+        client keeps after its retries); a transient failure raises. A model grader only needs the turns."""
+        try:
+            return list(self.answer([r.turn for r in requests], max_new_tokens))
+        except GradingFailed as exc:
+            if exc.transient:
+                raise
+            return [None] * len(requests)
+
+
+REPLAY = "replay:"
+
+
+class ReplayGrader(Grader):
+    """Canned replies from a JSONL file (see the module docstring): the whole computation with no model."""
+
+    backend_name = "replay"
+
+    def __init__(self, path: str | Path, who: str = "grader") -> None:
+        self.name = who
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise BonError(f"{who}: replay file {self.path} not found")
+        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        self.replies = read_replies(self.path)
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.backend_name, "path": str(self.path), "sha256": self.sha256}
+
+    def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
+        raise BonError(f"{self.name}: a replay grader answers only named requests (metric: official)")
+
+    def next_word_probs(self, turns: Sequence[Turn], words: Sequence[str]) -> list[dict[str, float]]:
+        raise BonError(f"{self.name}: a replay grader holds written replies, not probabilities (mode: generate)")
+
+    def ask(self, requests: Sequence[Request], max_new_tokens: int = 256) -> list[str | None]:
+        return [self.reply(r) for r in requests]
+
+    def reply(self, r: Request) -> str | None:
+        for key in ((r.item, r.question, r.attempt, r.candidate), (r.item, r.question, None, r.candidate),
+                    (r.item, r.question, r.attempt, None), (r.item, r.question, None, None)):
+            if key in self.replies:
+                return self.replies[key]
+        who = f"item {r.item!r}" + (f" candidate {r.candidate}" if r.candidate else "")
+        raise ReplayMissing(f"{self.path}: no reply for {who} question {r.question!r} (attempt {r.attempt})")
+
+
+def read_replies(path: Path) -> dict[tuple[str, str, int | None, str | None], str | None]:
+    """The replay file's replies by (item, question, attempt, candidate); a bad line is a one-line error."""
+    from bon.content import read_jsonl
+
+    out: dict[tuple[str, str, int | None, str | None], str | None] = {}
+    for n, rec in read_jsonl(path, torn_tail_ok=False):
+        where = f"{path}:{n}"
+        missing = [k for k in ("item", "question", "reply") if k not in rec or (k != "reply" and rec[k] is None)]
+        if missing:
+            raise BonError(f"{where}: a replay line needs item, question and reply (no {', '.join(missing)})")
+        if rec.get("reply", "") is not None and not isinstance(rec["reply"], str):
+            raise BonError(f"{where}: reply must be the grader's text (a string; null: the call failed), "
+                           f"got {type(rec['reply']).__name__}")
+        attempt = rec.get("attempt")
+        if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+            raise BonError(f"{where}: attempt must be a whole number from 1, got {attempt!r}")
+        key = (str(rec["item"]), str(rec["question"]), attempt, None if rec.get("candidate") is None else str(rec["candidate"]))
+        if key in out:
+            raise BonError(f"{where}: a second reply for item {key[0]!r} question {key[1]!r}")
+        out[key] = rec["reply"]
+    if not out:
+        raise BonError(f"{path}: no replies")
+    return out
 
 
 def make_grader(spec: dict[str, Any], who: str) -> Grader:
@@ -118,9 +226,18 @@ def grader_spec(model: str | None, grader: Any, options: dict[str, Any], who: st
     return {**spec, **options}
 
 
-def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str) -> Grader:
-    """The verifier's grader (see :func:`grader_spec`), or the Grader object it was given."""
-    return grader if isinstance(grader, Grader) else make_grader(grader_spec(model, grader, options, who), who)
+def grader_from(model: str | None, grader: Any, options: dict[str, Any], who: str,
+                defaults: dict[str, Any] | None = None) -> Grader:
+    """The verifier's grader (see :func:`grader_spec`), a replay grader for ``replay:FILE``, or the Grader
+    object it was given. ``defaults`` are API request settings a metric asks for unless the user set them."""
+    if isinstance(grader, Grader):
+        return grader
+    if isinstance(grader, str) and grader.startswith(REPLAY):
+        return ReplayGrader(grader[len(REPLAY):], who)
+    spec = grader_spec(model, grader, options, who)
+    if defaults and spec.get("backend") == "openai":
+        spec = {**defaults, **spec}
+    return make_grader(spec, who)
 
 
 def yes_probability(probs: dict[str, float], normalize: bool) -> float | None:
@@ -234,7 +351,9 @@ class ApiGrader(Grader):
                  max_image_side: int | None = 1024, temperature: float | None = 0.0,
                  max_tokens_param: str = "max_completion_tokens", reasoning_model: bool | None = None,
                  top_logprobs: int = 20, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 4,
-                 preflight: bool = True, preflight_timeout: float = 5.0, extra_body: dict[str, Any] | None = None) -> None:
+                 preflight: bool = True, preflight_timeout: float = 5.0, extra_body: dict[str, Any] | None = None,
+                 image_format: str = "png", image_quality: int = 90, image_detail: str | None = None,
+                 merge_texts: bool = True) -> None:
         from bon.backends.openai_api import OpenAIEndpoint
 
         if extra_body is not None and not isinstance(extra_body, dict):
@@ -248,11 +367,26 @@ class ApiGrader(Grader):
         self.temperature = temperature
         self.top_logprobs = int(top_logprobs)
         self.extra_body = dict(extra_body or {})
+        if str(image_format).lower() not in ("png", "jpeg", "webp"):
+            raise BonError(f"{who}: image_format must be png, jpeg or webp, got {image_format!r}")
+        self.image_format = str(image_format).lower()
+        if image_detail not in (None, "low", "high", "auto"):
+            raise BonError(f"{who}: image_detail must be low, high or auto, got {image_detail!r}")
+        self.image_detail = image_detail
+        self.image_quality = int(image_quality)
+        self.merge_texts = bool(merge_texts)
         self.served_models: set[str] = set()
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"backend": self.backend_name, "model": self.model, "base_url": self.endpoint.shown_url,
                                  "temperature": self.temperature, "max_image_side": self.max_image_side}
+        if self.image_format != "png":
+            ident["image_format"] = self.image_format
+            ident["image_quality"] = self.image_quality
+        if self.image_detail:
+            ident["image_detail"] = self.image_detail
+        if not self.merge_texts:
+            ident["merge_texts"] = False
         if self.served_models:
             ident["served_model"] = sorted(self.served_models)
         return ident
@@ -261,29 +395,63 @@ class ApiGrader(Grader):
         self.endpoint.close()
 
     def messages(self, turn: Turn) -> list[dict[str, Any]]:
-        from bon.backends.images import api_parts, image_data_url
+        from bon.backends.images import chat_parts, image_data_url
 
-        return [{"role": "user", "content": api_parts(turn, lambda image: image_data_url(image, self.max_image_side))}]
+        def image_part(image: Image.Image) -> dict[str, Any]:
+            url: dict[str, Any] = {"url": image_data_url(image, self.max_image_side, self.image_format, self.image_quality)}
+            if self.image_detail:
+                url["detail"] = self.image_detail
+            return {"type": "image_url", "image_url": url}
 
-    def _ask(self, turns: Sequence[Turn], max_tokens: int, **extra: Any) -> list[dict[str, Any]]:
-        """The first choice of each turn's answer; any failure raises GradingFailed (transient or not)."""
+        if not self.merge_texts:  # one content part per text, as some official clients send them
+            return [{"role": "user", "content": [{"type": "text", "text": v} if k == "text" else image_part(v) for k, v in turn]}]
+        return [{"role": "user", "content": chat_parts(turn, image_part)}]
+
+    def _post(self, turns: Sequence[Turn], max_tokens: int, **extra: Any) -> list[dict[str, Any] | GradingFailed]:
+        """The first choice of each turn's answer, or its failure (transient or not)."""
         from bon.backends.openai_api import ApiFailure
 
         def body(turn: Turn) -> dict[str, Any]:
             return {**self.endpoint.chat_body(self.messages(turn), max_tokens, temperature=self.temperature, **extra),
                     **self.extra_body}
 
-        choices = []
+        out: list[dict[str, Any] | GradingFailed] = []
         for reply in self.endpoint.post_all("/chat/completions", [lambda t=t: body(t) for t in turns]):
             if isinstance(reply, ApiFailure):
-                raise GradingFailed(f"{self.name}: {reply.reason}", transient=reply.transient)
+                out.append(GradingFailed(f"{self.name}: {reply.reason}", transient=reply.transient))
+                continue
             got = reply.get("choices")
             if not isinstance(got, list) or not got or not isinstance(got[0], dict):
-                raise GradingFailed(f"{self.name}: {self.endpoint.shown_url} answered without choices")
+                out.append(GradingFailed(f"{self.name}: {self.endpoint.shown_url} answered without choices"))
+                continue
             if reply.get("model"):
                 self.served_models.add(str(reply.get("model")))
-            choices.append(got[0])
-        return choices
+            out.append(got[0])
+        return out
+
+    def _ask(self, turns: Sequence[Turn], max_tokens: int, **extra: Any) -> list[dict[str, Any]]:
+        """The first choice of each turn's answer; any failure raises GradingFailed (transient or not)."""
+        choices = self._post(turns, max_tokens, **extra)
+        failed = next((c for c in choices if isinstance(c, GradingFailed)), None)
+        if failed is not None:
+            raise failed
+        return choices  # type: ignore[return-value]
+
+    def ask(self, requests: Sequence[Request], max_new_tokens: int = 256) -> list[str | None]:
+        from bon.backends.openai_api import ApiFailure, Reply, chat_text
+
+        out: list[str | None] = []
+        for choice in self._post([r.turn for r in requests], int(max_new_tokens)):
+            if isinstance(choice, GradingFailed):
+                if choice.transient:
+                    raise choice
+                out.append(None)
+                continue
+            try:
+                out.append(chat_text(Reply({"choices": [choice]})))
+            except ApiFailure:
+                out.append(None)
+        return out
 
     def answer(self, turns: Sequence[Turn], max_new_tokens: int = 256) -> list[str]:
         from bon.backends.openai_api import ApiFailure, Reply, chat_text

@@ -1,6 +1,18 @@
-"""``gedit``: instruction editing graded by a VLM the way GEdit-Bench scores edits (VIEScore-style).
+"""``gedit``: instruction editing graded by a VLM the way GEdit-Bench scores edits.
 
-Two questions per candidate, each answered with two scores on GEdit-Bench's 0-10 scale:
+Two metrics (``metric``):
+
+- ``official`` (default): GEdit-Bench's own evaluation (VIEScore's SC and PQ requests, reply reader,
+  re-ask and fallback, and the per-category aggregation; see :mod:`verifiers._gedit_official`). The request
+  texts are read from a checkout that ``prompts_dir`` points at (stepfun-ai/Step1X-Edit, its GEdit-Bench
+  folder, or TIGER-AI-Lab/VIEScore; not needed with ``grader: replay:FILE``); an API grader gets the
+  official request (no temperature, 1400 tokens, JPEG images at their size) unless set. Options:
+  ``on_failure`` (official | zero | missing: a question still unreadable after the re-ask) and
+  ``max_attempts`` (3). The score is ``overall / 10``; :meth:`GEditVerifier.aggregate` gives the official
+  numbers per language: category means and their mean, and the Intersection subset.
+- ``bon``: bon's own wording and settings, below.
+
+The ``bon`` metric: two questions per candidate, each answered with two scores on GEdit-Bench's 0-10 scale:
 
 - semantic consistency (SC), shown the input image, the edited image and the instruction: how fully the
   edit carries out the instruction, and how well everything else is left alone (over-editing);
@@ -19,6 +31,10 @@ Modes:
 Options: ``model`` / ``grader`` (see :mod:`verifiers._grader`), ``mode``, ``image_area`` (262144; null keeps
 sizes), ``max_new_tokens`` (256), and the local model settings (``dtype``, ``device``, ``batch_size``...).
 
+``read_item`` takes GEdit-Bench's fields (``key``, ``task_type``, ``instruction``, ``instruction_language``,
+``Intersection_exist``, ``source_image`` or ``input_image``: a path) and the edit as ``edited_image`` (the
+official result file's column), paths relative to the items file; the prompt id is ``<key>_<language>``.
+
 The input image is the prompt's first image, the instruction its text; the edit is the candidate's
 first image. No image, an unreadable answer or a failed call: a missing score with the reason.
 Details: ``sc``, ``pq``, ``overall`` (0-10), the per-criterion scores, the grader's answers, ``grader``.
@@ -27,13 +43,16 @@ Details: ``sc``, ``pq``, ``overall`` (0-10), the per-criterion scores, the grade
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
-from bon.content import Candidate, Prompt
+from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
+from verifiers import _gedit_official as official
 from verifiers._grader import (DIGITS, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
                                parse_scores, resize_to_area, snippet)
+from verifiers._official import check_metric
 
 
 SC_GENERATE = (
@@ -70,16 +89,29 @@ PQ_QUESTIONS = (
 )
 
 
+ITEM_FIELDS = ("key", "task_type", "instruction", "instruction_language")
+
+
 class GEditVerifier(Verifier):
     plugin = "gedit"
+    run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
 
-    def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | None = None,
+    def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | str | None = None,
                  mode: str = "generate", image_area: int | None = 512 * 512, max_new_tokens: int = 256,
-                 **grader_options: Any) -> None:
+                 metric: str = "official", prompts_dir: str | None = None, on_failure: str = "official",
+                 max_attempts: int = 3, **grader_options: Any) -> None:
         self.name = name or self.plugin
         check_grader_settings(self.name, mode, grader_options)
+        self.metric = check_metric(self.name, metric, mode, grader)
+        self.official: official.GEditOfficial | None = None
+        if metric == "official":
+            self.grader = grader_from(model, grader, grader_options, self.name, defaults=official.OFFICIAL_API)
+            self.official = official.GEditOfficial(self.grader, official.load_prompts(prompts_dir, self.name), on_failure,
+                                                   max_attempts, self.name)
+            self.mode = mode
+            return
         self.grader = grader_from(model, grader, grader_options, self.name)
         self.mode = mode
         self.image_area = int(image_area) if image_area else None
@@ -90,10 +122,30 @@ class GEditVerifier(Verifier):
             self.grader.close()
 
     def identity(self) -> dict[str, Any]:
+        if self.official is not None:
+            return {"name": self.name, "plugin": self.plugin, **self.official.identity(), "grader": self.grader.identity()}
         return {"name": self.name, "plugin": self.plugin, "image_area": self.image_area,
                 "grader": self.grader.identity()}
 
+    # --- benchmark items (bon score) -----------------------------------------------------------------
+    def item_id(self, item: dict[str, Any]) -> str:
+        return str(item.get("key", ""))
+
+    def read_item(self, item: dict[str, Any], base_dir: Any) -> tuple[Prompt, Candidate]:
+        return read_gedit_item(item, Path(base_dir))
+
+    def aggregate(self, scored: Any) -> dict[str, Any]:
+        if self.official is None:
+            return super().aggregate(scored)
+        scored = list(scored)
+        records = [{"category": str(p.metadata.get("category")), "language": str(p.metadata.get("language", "en")),
+                    "intersection_exist": bool(p.metadata.get("intersection_exist")), "sc": s.details["sc"],
+                    "pq": s.details["pq"], "overall": s.details["overall"]} for p, s in scored if s.value is not None]
+        return official.aggregate(records, failed=len(scored) - len(records), items=len(scored))
+
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
+        if self.official is not None:
+            return self.official_score(prompt, candidate)
         instruction = prompt.content.text.strip()
         if not prompt.content.images:
             return Score(None, missing=f"{self.name}: the edit prompt has no input image")
@@ -119,6 +171,19 @@ class GEditVerifier(Verifier):
                         "sc_scores": [round(v, 4) for v in sc_scores], "pq_scores": [round(v, 4) for v in pq_scores],
                         "grader": self.grader.identity()})
         return Score(overall / 10.0, details)
+
+    def official_score(self, prompt: Prompt, candidate: Candidate) -> Score:
+        if not prompt.content.images:
+            return Score(None, missing=f"{self.name}: the edit prompt has no input image")
+        if not candidate.content.images:
+            return Score(None, missing=f"{self.name}: the candidate has no image")
+        try:
+            source, edited = prompt.content.images[0].load(), candidate.content.images[0].load()
+        except BonError as exc:
+            return Score(None, missing=str(exc))
+        meta = {"key": prompt.metadata.get("benchmark_id", prompt.id), "category": prompt.metadata.get("category"),
+                "language": prompt.metadata.get("language"), "intersection_exist": prompt.metadata.get("intersection_exist")}
+        return self.official.score(prompt.id, f"{candidate.generator}/{candidate.index}", prompt.content.text, source, edited, meta)
 
     def sc_turn(self, instruction: str, source: Any, edited: Any) -> list:
         return [("image", source), ("image", edited), ("text", SC_GENERATE.format(instruction=instruction))]
@@ -148,3 +213,29 @@ class GEditVerifier(Verifier):
         values = [10.0 * e / 9.0 for e in expected]
         details["digit_mass"] = [round(sum(p.values()), 6) for p in probs]
         return values[:2], values[2:]
+
+
+def read_gedit_item(item: dict[str, Any], base: Path) -> tuple[Prompt, Candidate]:
+    """A GEdit-Bench item (its own fields) and the edit to score as a prompt and candidate."""
+    key = item.get("key")
+    who = f"GEdit item {key if key not in (None, '') else '(no key)'}"
+    for field in ITEM_FIELDS:
+        if not isinstance(item.get(field), str) or not item[field]:
+            raise BonError(f"{who}: field {field} is missing or not a string")
+    source_field = "source_image" if "source_image" in item else "input_image"
+    source, edited = (_image_path(item, f, base, who) for f in (source_field, "edited_image"))
+    lang = item["instruction_language"]
+    meta = {"source": "gedit-bench", "benchmark_id": item["key"], "category": item["task_type"], "language": lang,
+            "intersection_exist": bool(item.get("Intersection_exist", False))}
+    prompt = Prompt(f"{item['key']}_{lang}", "edit", Content([TextItem(item["instruction"]), ImageItem(path=source)]), meta)
+    return prompt, Candidate(prompt.id, 0, "edit", 0, Content([ImageItem(path=edited)]))
+
+
+def _image_path(item: dict[str, Any], field: str, base: Path, who: str) -> Path:
+    value = item.get(field)
+    if not isinstance(value, str) or not value:
+        raise BonError(f"{who}: field {field} (an image path) is missing")
+    path = Path(value) if Path(value).is_absolute() else base / value
+    if not path.is_file():
+        raise BonError(f"{who}: {field} {value} not found under {base}")
+    return path

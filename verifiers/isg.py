@@ -1,4 +1,19 @@
-"""``isg``: interleaved text-and-image answers, checked in the spirit of ISG-Bench's four levels.
+"""``isg``: interleaved text-and-image answers scored as ISG-Bench scores them.
+
+Two metrics (``metric``):
+
+- ``official`` (default): ISG-Bench's own evaluation item by item and its aggregation (see
+  :mod:`verifiers._isg_official`): four numbers, structure (0/1), block (1-10), image (0-1) and holistic
+  (1-10), all in the score's details and in :meth:`IsgVerifier.aggregate` per group; the level named by
+  ``primary`` (default ``holistic``) is the Best-of-N score, as ``level / 10`` for block and holistic and
+  as is for structure and image. The grader's request texts are the official ones, read from a
+  checkout of Dongping-Chen/ISG that ``prompts_dir`` points at (not needed with ``grader: replay:FILE``).
+  Written answers only (``mode: generate``); an API grader gets the official client's settings unless
+  set: temperature 0, ``response_format`` JSON, no token limit, images at their size with ``detail: low``, one
+  content part per text.
+- ``bon``: bon's own levels, below, combined into one mean on 0-1.
+
+The ``bon`` metric:
 
 - **structure** (0 or 1): the kinds of the answer's parts, in order (``text``, ``image``, ...), against
   what the prompt asks. The expectation is, in this order: ISG's structural answer graph
@@ -23,8 +38,13 @@ named in the details). The questions' wording is bon's own.
 Modes: ``generate`` (default; the grader writes JSON ``{"score": n}`` or yes/no) or ``logits``
 (one forward pass per question: P(yes) over yes+no, or the probability-weighted digit 0-9 rescaled).
 
-Options: ``model`` / ``grader``, ``mode``, ``levels`` (default all five), ``merge_text`` (true),
-``max_questions`` (20 per level), ``max_new_tokens`` (128), ``max_image_pixels`` and other local settings.
+Options: ``metric`` (official | bon), ``primary`` and ``prompts_dir`` (official); ``model`` / ``grader``,
+``mode``, ``levels`` (default all five), ``merge_text`` (true), ``max_questions`` (20 per level),
+``max_new_tokens`` (128) (bon); ``max_image_pixels`` and other local settings.
+
+``read_item`` takes ISG-Bench's own fields (``id``, ``Category``, ``Query``, ``Golden``, ``predict``) and the
+answer as ``output`` (ISG's field: ``[{"type": "text" | "image", "content": ...}]``, image paths relative
+to the items file).
 
 A question whose answer cannot be read is dropped from its level (counted in ``failed``); a level whose
 questions all fail, or a failed holistic grade, makes the score missing with the reason.
@@ -32,14 +52,18 @@ questions all fail, or a failed holistic grade, makes the score missing with the
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
+from verifiers import _isg_official as official
 from verifiers._grader import (DIGITS, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
                                snippet, yes_probability)
+from verifiers._official import check_metric
 
 LEVELS = ("structure", "block", "image", "parts", "holistic")
 TAG = re.compile(r"<(gen|query)_(text|img)(\d+)>")
@@ -61,16 +85,30 @@ HOLISTIC_TAIL = ("How well does the answer fulfil the request, with text and pic
                  "with each other and in the requested form?\n")
 
 
+# the official client's request settings (ISG_eval/vqa_model.py, config.yaml), unless the user sets them
+OFFICIAL_API = {"temperature": 0.0, "max_image_side": None, "image_detail": "low", "merge_texts": False,
+                "extra_body": {"response_format": {"type": "json_object"}}}
+
+
 class IsgVerifier(Verifier):
     plugin = "isg"
+    run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
 
-    def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | None = None,
+    def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | str | None = None,
                  mode: str = "generate", levels: Any = LEVELS, merge_text: bool = True, max_questions: int | None = 20,
-                 max_new_tokens: int = 128, **grader_options: Any) -> None:
+                 max_new_tokens: int = 128, metric: str = "official", primary: str = "holistic",
+                 prompts_dir: str | None = None, **grader_options: Any) -> None:
         self.name = name or self.plugin
         check_grader_settings(self.name, mode, grader_options)
+        self.metric = check_metric(self.name, metric, mode, grader)
+        self.official: official.IsgOfficial | None = None
+        if metric == "official":
+            self.grader = grader_from(model, grader, grader_options, self.name, defaults=OFFICIAL_API)
+            self.official = official.IsgOfficial(self.grader, official.load_prompts(prompts_dir, self.name), primary, self.name)
+            self.mode, self.levels = mode, list(official.LEVELS)
+            return
         levels = [levels] if isinstance(levels, str) else list(levels)
         bad = [lv for lv in levels if lv not in LEVELS]
         if bad or not levels:
@@ -89,8 +127,22 @@ class IsgVerifier(Verifier):
             self.grader.close()
 
     def identity(self) -> dict[str, Any]:
+        if self.official is not None:
+            return {"name": self.name, "plugin": self.plugin, **self.official.identity(), "grader": self.grader.identity()}
         return {"name": self.name, "plugin": self.plugin, "levels": self.levels, "merge_text": self.merge_text,
                 "max_questions": self.max_questions, "grader": self.grader.identity() if self.grader else None}
+
+    # --- benchmark items (bon score) -----------------------------------------------------------------
+    def item_id(self, item: dict[str, Any]) -> str:
+        return str(item.get("id", ""))
+
+    def read_item(self, item: dict[str, Any], base_dir: Any) -> tuple[Prompt, Candidate]:
+        return read_isg_item(item, base_dir)
+
+    def aggregate(self, scored: Any) -> dict[str, Any]:
+        if self.official is not None:
+            return official.aggregate(list(scored), self.official.primary)
+        return super().aggregate(scored)
 
     # --- structure ---------------------------------------------------------------------------------
     def parts_of(self, content: Content) -> list[Any]:
@@ -127,6 +179,8 @@ class IsgVerifier(Verifier):
 
     # --- scoring -----------------------------------------------------------------------------------
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
+        if self.official is not None:
+            return self.official.score(prompt, candidate)
         parts = self.parts_of(candidate.content)
         struct = self.structure(prompt, parts)
         details: dict[str, Any] = {"structure": struct, "mode": self.mode, "levels": {}}
@@ -302,3 +356,52 @@ def asked_images(text: str) -> int | None:
         return None
     word = m.group(1).lower()
     return int(word) if word.isdigit() else NUMBER_WORDS.get(word)
+
+
+# --- ISG-Bench items -------------------------------------------------------------------------------------
+
+
+def read_isg_item(item: dict[str, Any], base_dir: Any) -> tuple[Prompt, Candidate]:
+    """An item in ISG-Bench's fields plus its answer (``output``) as the prompt and candidate to score."""
+    from generators.suites.isg_bench import evaluation_graph
+
+    base = Path(base_dir)
+    iid = item.get("id")
+    if iid is None or str(iid) == "":
+        raise BonError(f"ISG item {json.dumps(item)[:60]}: no id")
+    who = f"ISG item {iid}"
+    for field in ("Query", "Golden", "output"):
+        if not isinstance(item.get(field), list):
+            raise BonError(f"{who}: field {field} must be a list of {{type, content}} parts")
+    query = Content([_item_part(p, base, f"{who} Query[{k}]") for k, p in enumerate(item["Query"])])
+    output = Content([_item_part(p, base, f"{who} output[{k}]") for k, p in enumerate(item["output"])])
+    golden = []
+    for k, p in enumerate(item["Golden"]):
+        kind, value = _item_part(p, base, f"{who} Golden[{k}]"), p.get("content")
+        golden.append({"type": "text", "content": str(value)} if isinstance(kind, TextItem)
+                      else {"type": "image", "content": str(kind.path)})
+    meta = {"source": "isg-bench", "benchmark_id": str(iid), "category": str(item.get("Category")),
+            "golden": {"structure": [g["type"] for g in golden], "parts": golden}, "predict": item.get("predict")}
+    graph = evaluation_graph(item.get("predict"))
+    if graph:
+        meta["isg"] = graph
+    prompt = Prompt(str(iid), "interleaved", query, meta)
+    return prompt, Candidate(str(iid), 0, "answer", 0, output)
+
+
+def _item_part(part: Any, base: Path, where: str) -> Any:
+    if not isinstance(part, dict) or part.get("type") not in ("text", "image"):
+        raise BonError(f"{where}: a part must be {{type: text | image, content}}, got {json.dumps(part)[:60]}")
+    content = part.get("content")
+    if part["type"] == "text":
+        if not isinstance(content, str):
+            raise BonError(f"{where}: text content must be a string")
+        return TextItem(content)
+    if not isinstance(content, str) or not content:
+        raise BonError(f"{where}: image content must be a path")
+    from generators.suites import resolve_image_path
+
+    path = resolve_image_path(content, base)
+    if path is None:
+        raise BonError(f"{where}: image {content} not found under {base}")
+    return ImageItem(path=path)

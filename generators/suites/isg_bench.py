@@ -17,8 +17,9 @@ differs from the file's is tolerated.
 Prompt: ``id`` = the benchmark's id (``<id>_<Category>`` for an id that repeats), ``task``
 interleaved, content = the query's text and images in order. Metadata: ``source`` ``isg-bench``,
 ``benchmark_id``, ``category`` (the ``Category``), ``group`` (one of the 8 groups the ISG paper reports),
-``golden`` (``{"structure": ["text", "image", ...], "texts": [...]}``; golden images are not copied)
-and ``isg`` (the ``predict`` graph, read by the ``isg`` verifier).
+``golden`` (``{"structure": ["text", "image", ...], "texts": [...], "parts": [{"type", "content"}]}``, an
+image part's content the path of its file; golden images are not copied), ``predict`` (the row's own
+graph, read by the ``isg`` verifier's official metric) and ``isg`` (the parts of it bon's own metric reads).
 
 ``path`` may be the folder holding ``ISG-Bench.jsonl`` (with ``images/`` or ``images.zip``) or the
 JSONL file itself.
@@ -91,12 +92,24 @@ def to_prompt(row: dict[str, Any], pid: str, images: "ImageSource", where: str) 
         "benchmark_id": str(row["id"]),
         "category": category,
         "group": GROUP_OF.get(category),
-        "golden": {"structure": [b["type"] for b in golden], "texts": [str(b.get("content", "")) for b in golden if b["type"] == "text"]},
+        "golden": {"structure": [b["type"] for b in golden], "texts": [str(b.get("content", "")) for b in golden if b["type"] == "text"],
+                   "parts": [golden_part(b, images) for b in golden]},
+        "predict": row.get("predict"),
     }
     graph = evaluation_graph(row.get("predict"))
     if graph:
         meta["isg"] = graph
     return Prompt(pid, "interleaved", Content(items), meta)
+
+
+def golden_part(block: dict[str, Any], images: "ImageSource") -> dict[str, str]:
+    """A Golden answer part for the official metric's holistic grade: text, or the image's file path
+    (the official metric reads it from the folder; images kept only in images.zip are not found)."""
+    if block["type"] == "text":
+        return {"type": "text", "content": str(block.get("content", ""))}
+    rel = str(block.get("content", ""))
+    found = resolve_image_path(rel, images.folder)
+    return {"type": "image", "content": str(found if found is not None else images.folder / rel)}
 
 
 def evaluation_graph(predict: Any) -> dict[str, Any]:
