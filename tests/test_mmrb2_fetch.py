@@ -10,7 +10,7 @@ from PIL import Image
 
 from bon.cli import main
 from bon.mmrb2 import load_pairs
-from bon.mmrb2.fetch import row_to_pair, split_content
+from bon.mmrb2.fetch import file_stem, row_to_pair, split_content
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "white": (255, 255, 255)}
 
@@ -75,13 +75,15 @@ def hub_row(pid: str, chosen: str = "a") -> dict:
 
 
 def test_row_becomes_official_pair_with_images_in_place(tmp_path):
-    pair = row_to_pair(hub_row("src_1"), tmp_path)
-    assert pair["prompt_content"] == [["text", "Replace"], ["image", "input_images/src_1_prompt_0.png"], ["text", "by"],
-                                      ["image", "input_images/src_1_prompt_1.png"], ["text", "."]]
+    pair = row_to_pair(hub_row("src_1"), tmp_path, "t2i")
+    stem = file_stem("t2i", "src_1")
+    assert stem.startswith("src_1_") and len(stem) == len("src_1_") + 12
+    assert pair["prompt_content"] == [["text", "Replace"], ["image", f"input_images/{stem}_prompt_0.png"], ["text", "by"],
+                                      ["image", f"input_images/{stem}_prompt_1.png"], ["text", "."]]
     assert placed(pair["prompt_content"], tmp_path)[1::2] == [["image", "red"], ["image", "green"]]
     assert placed(pair["response_a"]["response_content"], tmp_path) == [
         ["text", "Step one"], ["image", "blue"], ["text", "step two"], ["image", "white"]]
-    assert pair["response_b"]["response_content"] == [["image", "images/src_1_b_0.png"]]
+    assert pair["response_b"]["response_content"] == [["image", f"images/{stem}_b_0.png"]]
     assert pair["chosen"] == "A" and pair["human_annotations"] == [6, 5, 6]
     assert pair["prompt_metadata"] == {"category": "swap"}
 
@@ -126,8 +128,9 @@ def test_fetch_from_local_copy_then_accuracy(tmp_path, layout, capsys):
     assert main(["mmrb2", "fetch", "--from", str(copy), "--out", str(bench), "--task", "image", "--task", "edit"]) == 0
     assert "t2i: 2 pairs, edit: 1 pairs" in capsys.readouterr().out
     raw = json.loads((bench / "t2i.json").read_text())["pairs"][0]
-    assert raw["prompt_content"][1] == ["image", "input_images/t2i_1_prompt_0.png"]
-    assert raw["response_a"]["response_content"][1] == ["image", "images/t2i_1_a_0.png"]
+    stem = file_stem("t2i", "t2i_1")
+    assert raw["prompt_content"][1] == ["image", f"input_images/{stem}_prompt_0.png"]
+    assert raw["response_a"]["response_content"][1] == ["image", f"images/{stem}_a_0.png"]
     assert placed(raw["prompt_content"], bench) == OFFICIAL_T2I["prompt_content"]
     assert placed(raw["response_a"]["response_content"], bench) == OFFICIAL_T2I["response_a"]
     assert placed(raw["response_b"]["response_content"], bench) == OFFICIAL_T2I["response_b"]
