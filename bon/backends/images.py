@@ -7,6 +7,7 @@ import base64
 import io
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -54,8 +55,12 @@ def open_image(source: Path | bytes, where: str) -> Image.Image:
         raise
     except FileNotFoundError:
         raise BonError(f"{where}: image file not found") from None
-    except Image.DecompressionBombError as exc:
-        raise BonError(f"{where}: image too large ({first_line(exc, 120)}); {_raise_hint(limit)}") from None
+    except Image.DecompressionBombError as exc:  # PIL's own check, at twice its limit, came first
+        claimed = re.search(r"\((\d+) pixels\)", str(exc))
+        size = f"{claimed.group(1)} pixels" if claimed else "too many pixels"
+        raise BonError(f"{where}: image of {size} exceeds the limit of {limit} pixels; {_raise_hint(limit)}") from None
+    except Image.UnidentifiedImageError:
+        raise BonError(f"{where}: not an image (no image format recognised)") from None
     except Exception as exc:  # noqa: BLE001 - any decoder failure on untrusted bytes is the file's fault
         raise BonError(f"{where}: unreadable image ({type(exc).__name__}: {first_line(exc, 120)})") from None
     return image
