@@ -24,7 +24,7 @@ SECRET_FLAG = re.compile(r"(?i)^--?[a-z0-9_-]*?(api[-_]?key|token|secret|passwor
 SECRET_QUERY = re.compile(r"(?i)(key|token|secret|password|passwd|sig|signature|auth|credential)")
 URL_KEYS = ("base_url", "url", "endpoint")  # in these, every query value is masked, not only secret-named ones
 
-_KEYISH = re.compile(r"(?i)(api[\s_-]*key(?![\s_-]*env)[^:=\n]{0,20}[:=]\s*)([^\s\"',;]+)")
+_KEYISH = re.compile(r"(?i)(api[\s_-]*key(?![\s_-]*env)[^:=\n/\\]{0,20}[:=]\s*)([^\s\"',;]+)")  # not across a path
 _BEARER = re.compile(r"(?i)(bearer\s+)([A-Za-z0-9._~+/=-]{8,})")
 _AUTH_HEADER = re.compile(r"(?i)((?:authorization|x-api-key|api-key)[\"']?\s*[:=]\s*[\"']?)((?:bearer\s+|basic\s+)?[^\s\"',;}]+)")
 _SK = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}")
