@@ -342,10 +342,12 @@ def _parquet_rows(files: list[Path]) -> tuple[int, Iterator[dict[str, Any]]]:
     """Read Parquet directly (no datasets cache written); images arrive as ``{"bytes", "path"}``."""
     import pyarrow.parquet as pq
 
-    try:
-        opened = [pq.ParquetFile(f) for f in files]
-    except Exception as exc:  # not Parquet, truncated
-        raise BonError(f"{files[0].parent}: unreadable Parquet file ({type(exc).__name__}: {first_line(exc, 120)})") from None
+    opened = []
+    for file in files:
+        try:
+            opened.append(pq.ParquetFile(file))
+        except Exception as exc:  # noqa: BLE001 - not Parquet, truncated: pyarrow raises several kinds
+            raise BonError(f"{file}: unreadable Parquet file ({type(exc).__name__}: {first_line(exc, 120)})") from None
 
     def rows() -> Iterator[dict[str, Any]]:
         for parquet in opened:
