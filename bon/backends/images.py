@@ -60,7 +60,7 @@ def open_image(source: Path | bytes, where: str) -> Image.Image:
         size = f"{claimed.group(1)} pixels" if claimed else "too many pixels"
         raise BonError(f"{where}: image of {size} exceeds the limit of {limit} pixels; {_raise_hint(limit)}") from None
     except Image.UnidentifiedImageError:
-        raise BonError(f"{where}: not an image (no image format recognised)") from None
+        raise BonError(f"{where}: unreadable image (not an image: no known image format)") from None
     except Exception as exc:  # noqa: BLE001 - any decoder failure on untrusted bytes is the file's fault
         raise BonError(f"{where}: unreadable image ({type(exc).__name__}: {first_line(exc, 120)})") from None
     return image
