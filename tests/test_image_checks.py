@@ -141,3 +141,13 @@ def test_run_readers_refuse_the_image(study, tmp_path, capfd, how, command):
     assert image.name in one_line(capfd)
     after = hashes(run)
     assert {k: v for k, v in after.items() if k in before} == before
+
+
+def test_suite_images_are_decoded_under_the_limit_too(tmp_path):
+    from generators.suites import decode_image, open_image_file
+
+    with pytest.raises(BonError, match=r"^row 3 image: image of 400000000 pixels exceeds the limit"):
+        decode_image({"bytes": huge_png(), "path": None}, None, "row 3 image")
+    (tmp_path / "big.png").write_bytes(huge_png(10000, 10000))
+    with pytest.raises(BonError, match=r"big.png: image of 10000x10000 pixels exceeds the limit"):
+        open_image_file("big.png", tmp_path, "row 4 image")
