@@ -31,6 +31,8 @@ _SK = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}")
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>]+")
 _FLAG_IN_TEXT = re.compile(r"(?i)(--?[a-z0-9_-]*?(?:api[-_]?key|token|secret|password|passwd)(?:=|\s+))([^\s\"',;]+)")
 
+_TRIGGER = re.compile(r"://|bearer|authoriz|api[\s_-]*key|sk-|token|secret|passw")  # on lowercased text: what any rule needs
+
 _known: set[str] = set()
 
 
@@ -82,7 +84,10 @@ def redact_text(text: str, *secrets: str | None, mask: str = MASK) -> str:
     flags' values, authorization headers, bearer tokens, ``api_key=...`` and ``sk-...`` shapes (servers
     quote keys, often half-masked, in their errors)."""
     text = str(text)
-    for secret in sorted({*_known, *(s for s in secrets if s and len(s) >= 4)}, key=len, reverse=True):
+    given = [s for s in secrets if s and len(s) >= 4]
+    if not _TRIGGER.search(text.lower()) and not any(s in text for s in (*_known, *given)):
+        return text  # the common case (a judge's answer, a label): one scan, nothing to mask
+    for secret in sorted({*_known, *given}, key=len, reverse=True):
         text = text.replace(secret, mask)
     if "://" in text:
         text = _URL.sub(lambda m: redact_url(m.group(0)), text)
