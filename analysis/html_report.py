@@ -25,7 +25,7 @@ from analysis.bundle import ReportBundle, compute, inline
 from analysis.plots import TASK_TITLES
 from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
-from bon.content import read_jsonl, slug
+from bon.content import inside, read_jsonl, slug
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
 
@@ -208,16 +208,16 @@ def figure_html(paths: Sequence[Path] | None, caption: str, alt: str, max_width:
 
 def thumbnail(path: Path, size: int = THUMB) -> str | None:
     """A base64 thumbnail (JPEG, or PNG when that is smaller), or None when the image cannot be read."""
-    from PIL import Image
+    from bon.backends.images import open_image
 
     try:
-        with Image.open(path) as im:
+        with open_image(path, str(path)) as im:
             im = im.convert("RGB")
             im.thumbnail((size, size))
             jpg, png = io.BytesIO(), io.BytesIO()
             im.save(jpg, format="JPEG", quality=85)
             im.save(png, format="PNG", optimize=True)
-    except (OSError, ValueError):
+    except (BonError, OSError, ValueError):  # missing, broken or over the pixel limit: shown without it
         return None
     if png.tell() <= jpg.tell():
         return data_uri(png.getvalue(), "image/png")
@@ -228,7 +228,8 @@ def _inside(base: Path, rel: str) -> Path | None:
     p = PurePosixPath(rel)
     if p.is_absolute() or ".." in p.parts:
         return None
-    return base / Path(*p.parts)
+    path = base / Path(*p.parts)
+    return path if inside(path, base) else None  # a symbolic link out of the folder is not followed
 
 
 def content_html(content: Any, base: Path, size: int = THUMB, max_text: int = 220) -> str:

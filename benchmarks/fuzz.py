@@ -3,7 +3,8 @@
     python benchmarks/fuzz.py --cases 5000 --seed 0 [--jobs 2] [--reader mmrb2] [--spawn] [--replay I]
 
 The cases (tests/fuzz_cases.py, shared with tests/test_fuzz.py) cover study configs, MMRB2 bench and
-judgment files, damaged run folders and odd command-line options, a quarter each. Each one runs
+judgment files, damaged run folders, odd command-line options and damaged local copies of the MMRB2
+hub dataset (``bon mmrb2 fetch --from``), in equal shares. Each one runs
 ``bon.cli.main(argv)`` in a child forked from this pre-warmed process (bon and its libraries imported
 once; a fresh interpreter costs about a second on two cores), with its own stdin, stdout, stderr and
 working folder, and a timeout for hangs; ``--spawn`` runs fresh ``python -m bon.cli`` processes
@@ -145,7 +146,7 @@ def tables_by_mutation(rows: list[dict]) -> list[str]:
 
 def main() -> None:
     ap = parser(__doc__, cases=(200, "Number of generated cases."), seed=(0, "Seed of the case generators."),
-                jobs=(2, "Cases run at once (forked workers)."), reader=("", "Only this reader (config, mmrb2, run-folder, cli-options)."),
+                jobs=(2, "Cases run at once (forked workers)."), reader=("", f"Only this reader ({', '.join(READERS)})."),
                 show=(3, "Failures shown per kind."))
     ap.add_argument("--spawn", action="store_true", help="Fresh `python -m bon.cli` processes instead of forked children.")
     ap.add_argument("--keep", action="store_true", help="Keep every case folder, not only the failing ones.")

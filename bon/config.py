@@ -18,6 +18,7 @@ import yaml
 from bon import registry, suites
 from bon.content import TASKS
 from bon.errors import BonError, first_line
+from bon.redact import remember_options
 
 
 @dataclass
@@ -303,6 +304,7 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
         raise BonError(f"{here}: memory_gb must be a number of GB, got {memory!r}")
     name = str(entry["name"])
+    remember_options(options, here)  # before any check that could quote a value
     spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory)
     spec.check(kind, here)
     if entry.get("serve") is not None:

@@ -48,13 +48,10 @@ class ImageItem:
         if self._image is None:
             if self.path is None:
                 raise BonError("image item has neither a path nor pixels")
-            try:
-                with Image.open(self.path) as im:
-                    self._image = im.convert("RGB")
-            except FileNotFoundError:
-                raise BonError(f"{self.path}: image file not found") from None
-            except OSError as exc:
-                raise BonError(f"{self.path}: unreadable image ({exc})") from None
+            from bon.backends.images import open_image
+
+            with open_image(self.path, str(self.path)) as im:
+                self._image = im.convert("RGB")
         return self._image
 
     @property
@@ -127,7 +124,7 @@ class Content:
             if isinstance(it, TextItem):
                 out.append(["text", it.text])
                 continue
-            if it.path is None or (image_dir is not None and not _inside(it.path, base)):
+            if it.path is None or (image_dir is not None and not inside(it.path, base)):
                 if image_dir is None:
                     raise BonError("content holds an unsaved image and no image folder was given")
                 target = image_dir / f"{stem}_{n}.png"
@@ -172,10 +169,6 @@ def save_png(image: Image.Image, path: Path) -> None:
     atomic_write(path, lambda tmp: image.save(tmp, format="PNG", compress_level=1))
 
 
-def _inside(path: Path, base: Path) -> bool:
-    return Path(path).resolve().is_relative_to(base.resolve())
-
-
 def relative_path(path: Path, base: Path) -> str:
     try:
         return Path(path).resolve().relative_to(base.resolve()).as_posix()
@@ -184,11 +177,23 @@ def relative_path(path: Path, base: Path) -> str:
 
 
 def safe_join(base: Path, rel: str, where: str) -> Path:
-    """Resolve a relative image path, refusing absolute paths and ``..`` escapes."""
+    """Resolve a relative image path, refusing absolute paths, ``..`` escapes and symbolic links that
+    lead out of ``base`` (a judge would read, and an API judge upload, whatever they point at)."""
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts:
         raise BonError(f"{where}: image path {rel!r} escapes its folder")
-    return base / p
+    path = base / p
+    if not inside(path, base):
+        raise BonError(f"{where}: image path {rel!r} is a link that leads out of {base}")
+    return path
+
+
+def inside(path: Path, base: Path) -> bool:
+    """Whether ``path``, every symbolic link on the way followed, lies in ``base`` (followed the same way)."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(base).resolve())
+    except (OSError, RuntimeError):  # a link loop
+        return False
 
 
 # --- prompts and candidates ------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 from bon.backends.device import free_memory
 from bon.config import PluginSpec
 from bon.errors import BonError, first_line
+from bon.redact import check_env_name
 
 
 class LoadFailed(BonError):
@@ -150,6 +151,7 @@ def check_specs(specs: list[tuple[str, PluginSpec]]) -> None:
         default = signature.parameters.get("api_key_env")
         variables = [default.default] if default is not None and "api_key_env" not in options else []
         for variable in [*variables, *_named_keys(options)]:
+            check_env_name(variable, f"{kind} {spec.label}: option api_key_env")
             if isinstance(variable, str) and variable and not os.environ.get(variable):
                 raise BonError(f"{kind} {spec.label}: environment variable {variable} is not set (it should hold the API key)")
 

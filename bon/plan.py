@@ -22,6 +22,7 @@ from typing import Any, Iterator
 from bon import registry
 from bon.config import PluginSpec, StudyConfig
 from bon.errors import BonError
+from bon.redact import redact
 
 GB = 1e9
 # Published sizes of the benchmark suites (prompts), used when the suite is not on disk.
@@ -287,7 +288,7 @@ def render(plan: Plan) -> list[str]:
 
             where = "Ray actors" if plan.executor == "ray" else "subprocesses of bon"
             lines.append(f"serve {s.spec.label}: {s.serve.describe()}, as {where}, started when the stage starts and "
-                         f"stopped when it ends; each replica runs: {shlex.join(s.serve.command('PORT'))}")
+                         f"stopped when it ends; each replica runs: {shlex.join(redact(s.serve.command('PORT')))}")
     known = [s for s in plan.stages if s.memory_gb is not None]
     if known:
         top = max(known, key=lambda s: s.memory_gb)

@@ -51,7 +51,9 @@ def _quiet() -> bool:
 
 
 def _log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from bon.redact import redact_text
+
+    print(redact_text(line), file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -72,4 +74,6 @@ def bar(description: str, total: int) -> Iterator[_Bar]:
 def note(message: str) -> None:
     """A one-line status message on stderr (the stage log)."""
     if not _quiet():
-        console.print(message, highlight=False)
+        from bon.redact import redact_text
+
+        console.print(redact_text(message), highlight=False)

@@ -129,8 +129,10 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Strict JSON (missing numbers are ``null``, never NaN), written atomically."""
-    write_text(path, json.dumps(strict(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    """Strict JSON (missing numbers are ``null``, never NaN), secrets masked, written atomically."""
+    from bon.redact import redact
+
+    write_text(path, json.dumps(redact(strict(data)), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Protocol, Sequence
 from bon.errors import BonError, Stopped
 from bon.progress import note
 from bon.protocol import Comparison, Verdict
+from bon.redact import redact, remember_args
 
 ENGINES = ("vllm", "sglang")
 SERVE_KEYS = ("engine", "model", "tensor_parallel", "data_parallel", "replicas", "gpus_per_replica", "port", "args",
@@ -131,6 +132,7 @@ def parse_serve(raw: Any, model: str | None, where: str) -> dict[str, Any]:
     if out["port"] is not None and out["port"] + out["replicas"] - 1 > 65535:
         raise BonError(f"{here}: port {out['port']} + {out['replicas']} replicas runs past 65535")
     out["args"] = _words(raw, "args", here)
+    remember_args(out["args"])  # a key among them (--api-key KEY) is masked wherever it would be written
     out["launcher"] = _words(raw, "launcher", here) or None
     timeout = raw.get("startup_timeout", 1800.0)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -264,7 +266,7 @@ class ServerProcess:
             lines = [ln.strip() for ln in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
         except OSError:
             lines = []
-        return lines[-1][:200] if lines else "no output"
+        return redact(lines[-1])[:200] if lines else "no output"
 
     def stop(self) -> None:
         """SIGTERM to the whole process group (an engine's workers too), SIGKILL after a grace period."""
@@ -436,7 +438,7 @@ class ServedJudge:
         return self.settings.replicas * (getattr(self._client, "store_every", None) or 256)
 
     def identity(self) -> dict[str, Any]:
-        served = {"engine": self.settings.engine, "model": self.settings.model, "args": list(self.settings.args)}
+        served = {"engine": self.settings.engine, "model": self.settings.model, "args": redact(list(self.settings.args))}
         return {**self._client.identity(), "base_url": None, "served": served}
 
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:

@@ -29,6 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from bon.redact import redact
+
 from bon.errors import BonError, first_line
 from bon.plugins import Score
 from bon.protocol import Verdict
@@ -88,7 +90,7 @@ Key = tuple[str, str, str, int]  # prompt, a, b, sample (the judge id is the sto
 
 def judge_id(identity: dict[str, Any]) -> str:
     """A stable short hash of a judge's identity (name, model, settings, template hash...)."""
-    canonical = json.dumps(identity, sort_keys=True, default=str)
+    canonical = json.dumps(redact(identity), sort_keys=True, default=str)  # the id of what is stored
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
@@ -147,10 +149,10 @@ class JudgmentStore:
         """The judge's id; ``runtime`` (versions, backend settings) is recorded with every answer it stores."""
         jid = judge_id(identity)
         self._db.execute(
-            "INSERT OR IGNORE INTO judges VALUES (?, ?)", (jid, json.dumps(identity, sort_keys=True, default=str))
+            "INSERT OR IGNORE INTO judges VALUES (?, ?)", (jid, json.dumps(redact(identity), sort_keys=True, default=str))
         )
         if runtime is not None:
-            facts = json.dumps(runtime, sort_keys=True, default=str)
+            facts = json.dumps(redact(runtime), sort_keys=True, default=str)
             self._runtimes[jid] = hashlib.sha256(facts.encode()).hexdigest()[:20]
             self._db.execute("INSERT OR IGNORE INTO runtimes VALUES (?, ?)", (self._runtimes[jid], facts))
         return jid
@@ -181,7 +183,7 @@ class JudgmentStore:
         batch's wall time). Transient failures are not stored: a rerun retries them."""
         now, runtime = time.time(), self._runtimes.get(jid)
         rows = [
-            (jid, *key, v.better, v.score, v.missing, json.dumps(v.meta, default=str), now,
+            (jid, *key, v.better, v.score, redact(v.missing), json.dumps(redact(v.meta), default=str), now,
              self.invocation, stage, seconds_each, *usage_of(v.meta), runtime)
             for key, v in items
             if not v.transient
@@ -194,7 +196,7 @@ class JudgmentStore:
         if not rows:
             return
         if not self._recorded:
-            self._db.execute("INSERT OR IGNORE INTO invocations VALUES (?, ?, ?)", (self.invocation, time.time(), self._command))
+            self._db.execute("INSERT OR IGNORE INTO invocations VALUES (?, ?, ?)", (self.invocation, time.time(), redact(self._command)))
             self._recorded = True
         answer = ANSWER_COLUMN[table]
         keys = columns[: columns.index(answer)]
@@ -233,7 +235,7 @@ class JudgmentStore:
     def put_scores(self, jid: str, items: Iterable[tuple[tuple[str, str, int], Score]], stage: str = "",
                    seconds_each: float = 0.0) -> None:
         now, runtime = time.time(), self._runtimes.get(jid)
-        rows = [(jid, *key, s.value, s.missing, json.dumps(s.details, default=str), now,
+        rows = [(jid, *key, s.value, redact(s.missing), json.dumps(redact(s.details), default=str), now,
                  self.invocation, stage, seconds_each, *usage_of(s.details), runtime) for key, s in items if not s.transient]
         self._insert("scores", SCORE_COLUMNS, rows)
 

@@ -26,6 +26,7 @@ from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
 from bon.progress import note
 from bon.provenance import library_versions
+from bon.redact import redact
 from bon.referee import Budget, Referee
 from bon.runfolder import RunFolder, write_json, write_text
 from bon.shards import shard_prompts
@@ -57,7 +58,7 @@ class StudyOutcome:
 def record_config(run: RunFolder, cfg: StudyConfig) -> None:
     """Write the resolved config with provenance; refuse a folder whose *recorded* work came from a
     different study. A config left by a start that failed before producing anything never blocks."""
-    wanted = cfg.as_dict()
+    wanted = redact(cfg.as_dict())  # compared as recorded: a key in a URL or serve args is never written
     if run.config.exists():
         previous = read_yaml(run.config) or {}
         old = previous.get("study") if isinstance(previous, dict) else None

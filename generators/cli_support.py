@@ -19,6 +19,7 @@ from bon import registry
 from bon.content import Content, ImageItem, Prompt, jsonl_text, load_prompts, read_jsonl
 from bon.io import atomic_write
 from bon.errors import BonError
+from bon.redact import redact
 from bon.runfolder import RunFolder, write_json
 from bon.stages.generate import generate, load_done
 
@@ -122,7 +123,7 @@ def redacted(options: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, list):
             return [clean(v) for v in value]
         return value
-    return clean(options)
+    return redact(clean(options))  # and keys inside URLs or command lines (bon.redact)
 
 
 def safe_identity(generator: Any) -> Any:

@@ -1334,5 +1334,256 @@ def _cli_paths(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
                 timeout=30)
 
 
+# --- the fetch reader: `bon mmrb2 fetch --from DIR` on damaged local copies of the hub layout ------
+
+HUB_TEXTS = ["Draw <image_1> next to <image_2>.", "<image_3> only", "no placeholders here", "", None,
+             "Put <image_0> <image_0> <image_0>", "ünï <image_9>code", "line\nbreak <image_1>"]
+HUB_IDS = ["{task}-{i:04d}", "{task}_ペア_{i}", "{task} pair {i}", "{task}/{i}", "{task}_{i}", ".{i}", "_.{i}"]
+
+
+@dataclass
+class HubWorld:
+    """A local copy of the hub dataset (Parquet, one folder or one file name per config) as rows, with the
+    colour of every image cell, written to disk after the mutations."""
+
+    rows: dict[str, list[dict[str, Any]]]       # config -> hub rows (images as {"bytes", "path"})
+    colours: dict[int, tuple[int, int, int]]    # id(cell) -> the colour its PNG holds
+    flat: bool                                  # data/<config>-00000-of-00001.parquet, else <config>/test-...
+    names: list[str] = field(default_factory=list)  # what an error line may name; empty: the copy is good
+    dropped: set[str] = field(default_factory=set)  # configs whose file is missing
+    raw: dict[str, bytes] = field(default_factory=dict)  # files whose bytes were damaged, by config
+    linked: set[str] = field(default_factory=set)  # configs whose file is a link to a file outside the copy
+
+
+def _png_cell(colour: tuple[int, int, int]) -> dict[str, Any]:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (2, 2), colour).save(buf, format="PNG")
+    return {"bytes": buf.getvalue(), "path": None}
+
+
+def hub_world(rng: Random) -> HubWorld:
+    configs = [t[0] for t in rng.sample(TASKS, rng.randint(1, 3))]
+    rows: dict[str, list[dict[str, Any]]] = {}
+    colours: dict[int, tuple[int, int, int]] = {}
+    k = 0
+    for config in configs:
+        rows[config] = []
+        for i in range(rng.randint(1, 4)):
+            row: dict[str, Any] = {"pair_id": rng.choice(HUB_IDS).format(task=config, i=i), "prompt_source": "fuzz",
+                                   "chosen": rng.choice("ABab"), "human_annotations": "[6, 5, 6]",
+                                   "prompt_metadata": rng.choice(['{"category": "x"}', "", "not json"]),
+                                   "response_a_model": "m1", "response_b_model": "m2"}
+            for side in ("prompt", "response_a", "response_b"):
+                row[f"{side}_text"] = rng.choice(HUB_TEXTS)
+                row[f"{side}_images"] = []
+                for _ in range(rng.choice([0, 1, 1, 2, 3])):
+                    k += 1
+                    cell = _png_cell((k % 256, k // 256, 200))
+                    colours[id(cell)] = (k % 256, k // 256, 200)
+                    row[f"{side}_images"].append(cell)
+            rows[config].append(row)
+        seen: set[str] = set()
+        for row in rows[config]:  # a good copy has unique ids per config (a mutation may repeat one)
+            while row["pair_id"] in seen:
+                row["pair_id"] += "x"
+            seen.add(row["pair_id"])
+    return HubWorld(rows, colours, flat=rng.random() < 0.5)
+
+
+def _hub_file(w: HubWorld, config: str) -> str:
+    return f"hub/data/{config}-00000-of-00001.parquet" if w.flat else f"hub/{config}/test-00000-of-00001.parquet"
+
+
+def _some_row(w: HubWorld, rng: Random) -> tuple[str, dict[str, Any]]:
+    config = rng.choice(sorted(w.rows))
+    return config, rng.choice(w.rows[config])
+
+
+def _some_cell(w: HubWorld, rng: Random) -> tuple[dict[str, Any], str, int] | None:
+    """A row, one of its image columns and an index into it (None when no row has an image)."""
+    cells = [(row, f"{side}_images", j) for config in sorted(w.rows) for row in w.rows[config]
+             for side in ("prompt", "response_a", "response_b") for j in range(len(row[f"{side}_images"]))]
+    return rng.choice(cells) if cells else None
+
+
+def _f_duplicate_id(w: HubWorld, rng: Random) -> None:
+    config = rng.choice(sorted(w.rows))
+    if len(w.rows[config]) < 2:
+        w.rows[config].append(dict(w.rows[config][0], response_b_images=[]))
+    first, second = rng.sample(w.rows[config], 2)
+    second["pair_id"] = first["pair_id"]
+    w.names.append(f"pair_id {first['pair_id']!r}")
+
+
+def _f_slug_alike_ids(w: HubWorld, rng: Random) -> None:
+    """Ids the official names would give one file: they must keep their own images (a good copy)."""
+    config = rng.choice(sorted(w.rows))
+    pairs = rng.choice([("x/1", "x_1"), (".", "_."), ("X", "x"), ("a b", "a_b")])
+    rows = w.rows[config]
+    while len(rows) < 2:
+        rows.append(dict(rows[0], response_a_images=[_cell_copy(w, c) for c in rows[0]["response_a_images"]]))
+    for row, pid in zip(rng.sample(rows, 2), pairs):
+        row["pair_id"] = pid
+    seen: set[str] = set()
+    for row in rows:
+        while row["pair_id"] in seen:
+            row["pair_id"] += "x"
+        seen.add(row["pair_id"])
+
+
+def _cell_copy(w: HubWorld, cell: dict[str, Any]) -> dict[str, Any]:
+    copy = dict(cell)
+    w.colours[id(copy)] = w.colours[id(cell)]
+    return copy
+
+
+def _f_bad_cell(w: HubWorld, rng: Random) -> None:
+    from crafted_images import NOT_AN_IMAGE, huge_png, truncated_png
+
+    found = _some_cell(w, rng)
+    if found is None:
+        return
+    row, column, j = found
+    kind = rng.choice(["path", "not an image", "truncated", "huge", "huge warning", "empty"])
+    bad = {"path": {"bytes": None, "path": rng.choice(["/etc/hostname", "images/x.png", "../x.png"])},
+           "not an image": {"bytes": NOT_AN_IMAGE, "path": None}, "truncated": {"bytes": truncated_png(), "path": None},
+           "huge": {"bytes": huge_png(20000, 20000), "path": None}, "huge warning": {"bytes": huge_png(10000, 10000), "path": None},
+           "empty": {"bytes": b"", "path": None}}[kind]
+    row[column][j] = bad
+    w.names.append(f"pair {row['pair_id']}: {column}[{j}]")
+
+
+def _f_bad_field(w: HubWorld, rng: Random) -> None:
+    _, row = _some_row(w, rng)
+    key, value, name = rng.choice([("chosen", "C", "chosen"), ("chosen", "", "chosen"), ("prompt_metadata", "[1, 2]", "prompt_metadata"),
+                                   ("pair_id", None, "no pair_id"), ("pair_id", "", "no pair_id")])
+    row[key] = value
+    w.names.append(name if key == "pair_id" else f"pair {row['pair_id']}")
+
+
+def _f_missing_config(w: HubWorld, rng: Random) -> None:
+    config = rng.choice(sorted(w.rows))
+    w.dropped.add(config)
+    w.names.append(f"no copy of config {config!r}")
+
+
+def _f_damaged_file(w: HubWorld, rng: Random) -> None:
+    config = rng.choice(sorted(w.rows))
+    w.raw[config] = rng.choice([b"", b"PAR1 not really", b"garbage" * 40, b"<truncate>"])
+    w.names.append(_hub_file(w, config).split("/", 1)[1])
+
+
+def _f_link_outside(w: HubWorld, rng: Random) -> None:
+    config = rng.choice(sorted(w.rows))
+    w.linked.add(config)
+    w.names.append(_hub_file(w, config).split("/", 1)[1])
+
+
+def _f_extra_columns(w: HubWorld, rng: Random) -> None:
+    for rows in w.rows.values():
+        for row in rows:
+            row["split_note"] = "extra"
+
+
+FETCH_MUTATIONS = {"duplicate id": _f_duplicate_id, "slug-alike ids": _f_slug_alike_ids, "bad image cell": _f_bad_cell,
+                   "bad field": _f_bad_field, "missing config": _f_missing_config, "damaged file": _f_damaged_file,
+                   "link outside": _f_link_outside, "extra columns": _f_extra_columns}
+
+
+def make_fetch_case(rng: Random, folder: Path, fixtures: Fixtures | None = None) -> Case:
+    w = hub_world(rng)
+    chosen = rng.sample(list(FETCH_MUTATIONS), rng.choice([0, 1, 1, 1, 2]))
+    chosen.sort(key=lambda name: name != "slug-alike ids")  # ids are renamed first: later damage names the final ids
+    for name in chosen:
+        FETCH_MUTATIONS[name](w, rng)
+    _write_hub(w, folder)
+    argv = ["mmrb2", "fetch", "--from", "hub", "--out", "out"]
+    for config in w.rows:
+        argv += ["--task", config]
+    expected = {config: [dict(row) for row in rows] for config, rows in w.rows.items()}
+    return Case("fetch", "+".join(chosen) or "none", argv, folder, frozenset({2}) if w.names else frozenset({0}),
+                lambda case, stdout: _fetched_as_official(case.cwd / "out", expected, w.colours),
+                tuple(w.names), watch=folder / "hub", timeout=60)
+
+
+def _write_hub(w: HubWorld, folder: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for config, rows in w.rows.items():
+        if config in w.dropped:
+            continue
+        path = folder / _hub_file(w, config)
+        target = folder / "elsewhere" / path.name if config in w.linked else path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), target)
+        if config in w.linked:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(target.resolve())
+        raw = w.raw.get(config)
+        if raw is not None:
+            path.write_bytes(path.read_bytes()[:-40] if raw == b"<truncate>" else raw)
+    (folder / "hub").mkdir(exist_ok=True)
+
+
+def official_items(text: str | None, images: list[Any]) -> list[tuple[str, Any]]:
+    """The content MMRB2's converter (benchmark/build_from_hf.py) builds, written again from its rules:
+    the k-th ``<image_N>`` takes the k-th image whatever N, surplus placeholders are dropped, text
+    without placeholders gets every image appended, texts are stripped and empty ones left out."""
+    import re
+
+    if not text:
+        return [("image", im) for im in images]
+    out: list[tuple[str, Any]] = []
+    placed = 0
+    for i, part in enumerate(re.split(r"<image_(\d+)>", text)):
+        if i % 2 == 0:
+            if part.strip():
+                out.append(("text", part.strip()))
+        elif placed < len(images):
+            out.append(("image", images[placed]))
+            placed += 1
+    if not re.search(r"<image_(\d+)>", text):
+        out += [("image", im) for im in images]
+    return out
+
+
+def _fetched_as_official(out: Path, expected: dict[str, list[dict[str, Any]]], colours: dict[int, tuple]) -> str | None:
+    """None when every task file holds the rows' pairs, in order, with the official content and each
+    image file (its own, never shared) holding the colour of its cell."""
+    from PIL import Image
+
+    files: set[str] = set()
+    for config, rows in expected.items():
+        try:
+            pairs = json.loads((out / f"{config}.json").read_text(encoding="utf-8"))["pairs"]
+        except (OSError, ValueError, KeyError) as exc:
+            return f"{config}.json unreadable: {exc}"
+        if [p["id"] for p in pairs] != [str(r["pair_id"]) for r in rows]:
+            return f"{config}.json: ids {[p['id'] for p in pairs][:4]} differ from the rows'"
+        for pair, row in zip(pairs, rows):
+            sides = (("prompt", pair["prompt_content"]), ("response_a", pair["response_a"]["response_content"]),
+                     ("response_b", pair["response_b"]["response_content"]))
+            for side, got in sides:
+                want = official_items(row[f"{side}_text"], [colours[id(c)] for c in row[f"{side}_images"]])
+                if [k for k, _ in got] != [k for k, _ in want] or [v for k, v in got if k == "text"] != [v for k, v in want if k == "text"]:
+                    return f"pair {pair['id']} {side}: {got!r:.200} is not the official {want!r:.200}"
+                for (_, rel), (_, colour) in zip([g for g in got if g[0] == "image"], [x for x in want if x[0] == "image"]):
+                    if rel in files:
+                        return f"pair {pair['id']} {side}: image file {rel} already belongs to another pair"
+                    files.add(rel)
+                    with Image.open(out / rel) as im:
+                        if im.format != "PNG" or im.convert("RGB").getpixel((0, 0)) != colour:
+                            return f"pair {pair['id']} {side}: {rel} does not hold its image"
+            if pair["chosen"] != str(row["chosen"]).upper():
+                return f"pair {pair['id']}: chosen {pair['chosen']!r}"
+    return None
+
+
 READERS: dict[str, Callable[..., Case]] = {"config": make_config_case, "mmrb2": make_mmrb2_case,
-                                           "run-folder": make_run_case, "cli-options": make_cli_case}
+                                           "run-folder": make_run_case, "cli-options": make_cli_case,
+                                           "fetch": make_fetch_case}

@@ -67,6 +67,19 @@ def test_reader_never_tracebacks_lies_hangs_or_damages(reader, fixtures, tmp_pat
     check()
 
 
+def test_fetch_reader_never_tracebacks_lies_hangs_or_damages(tmp_path):
+    """`bon mmrb2 fetch --from` on damaged local copies of the hub layout: exit 0 with the official
+    content and every pair's own image files, or one line naming the pair, field or file (no study needed)."""
+    folders = Folders(tmp_path)
+
+    @PROFILE
+    @given(st.randoms(use_true_random=False))
+    def check(rng):
+        assert_ok(fuzz_cases.make_fetch_case(rng, folders()))
+
+    check()
+
+
 def test_fork_server_and_fresh_process_agree(fixtures, tmp_path):
     """--spawn of benchmarks/fuzz.py: the same case in a fresh `python -m bon.cli` comes out the same."""
     import random

@@ -10,9 +10,10 @@ from PIL import Image
 
 from bon.cli import main
 from bon.mmrb2 import load_pairs
-from bon.mmrb2.fetch import row_to_pair, split_content
+from bon.mmrb2.fetch import file_stem, row_to_pair, split_content
 
-COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "white": (255, 255, 255)}
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "white": (255, 255, 255),
+           "black": (0, 0, 0), "grey": (128, 128, 128)}
 
 
 def img(colour: str) -> Image.Image:
@@ -75,13 +76,15 @@ def hub_row(pid: str, chosen: str = "a") -> dict:
 
 
 def test_row_becomes_official_pair_with_images_in_place(tmp_path):
-    pair = row_to_pair(hub_row("src_1"), tmp_path)
-    assert pair["prompt_content"] == [["text", "Replace"], ["image", "input_images/src_1_prompt_0.png"], ["text", "by"],
-                                      ["image", "input_images/src_1_prompt_1.png"], ["text", "."]]
+    pair = row_to_pair(hub_row("src_1"), tmp_path, "t2i")
+    stem = file_stem("t2i", "src_1")
+    assert stem.startswith("src_1_") and len(stem) == len("src_1_") + 12
+    assert pair["prompt_content"] == [["text", "Replace"], ["image", f"input_images/{stem}_prompt_0.png"], ["text", "by"],
+                                      ["image", f"input_images/{stem}_prompt_1.png"], ["text", "."]]
     assert placed(pair["prompt_content"], tmp_path)[1::2] == [["image", "red"], ["image", "green"]]
     assert placed(pair["response_a"]["response_content"], tmp_path) == [
         ["text", "Step one"], ["image", "blue"], ["text", "step two"], ["image", "white"]]
-    assert pair["response_b"]["response_content"] == [["image", "images/src_1_b_0.png"]]
+    assert pair["response_b"]["response_content"] == [["image", f"images/{stem}_b_0.png"]]
     assert pair["chosen"] == "A" and pair["human_annotations"] == [6, 5, 6]
     assert pair["prompt_metadata"] == {"category": "swap"}
 
@@ -126,8 +129,9 @@ def test_fetch_from_local_copy_then_accuracy(tmp_path, layout, capsys):
     assert main(["mmrb2", "fetch", "--from", str(copy), "--out", str(bench), "--task", "image", "--task", "edit"]) == 0
     assert "t2i: 2 pairs, edit: 1 pairs" in capsys.readouterr().out
     raw = json.loads((bench / "t2i.json").read_text())["pairs"][0]
-    assert raw["prompt_content"][1] == ["image", "input_images/t2i_1_prompt_0.png"]
-    assert raw["response_a"]["response_content"][1] == ["image", "images/t2i_1_a_0.png"]
+    stem = file_stem("t2i", "t2i_1")
+    assert raw["prompt_content"][1] == ["image", f"input_images/{stem}_prompt_0.png"]
+    assert raw["response_a"]["response_content"][1] == ["image", f"images/{stem}_a_0.png"]
     assert placed(raw["prompt_content"], bench) == OFFICIAL_T2I["prompt_content"]
     assert placed(raw["response_a"]["response_content"], bench) == OFFICIAL_T2I["response_a"]
     assert placed(raw["response_b"]["response_content"], bench) == OFFICIAL_T2I["response_b"]
@@ -162,3 +166,111 @@ def test_offline_fetch_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["mmrb2", "fetch", "--out", str(tmp_path / "mm")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "rl-research/multimodal-rewardbench-2" in err and "--from DIR" in err
+
+
+# --- names, duplicate ids and image cells: every bad copy is one line naming the pair and field ---------
+
+from crafted_images import NOT_AN_IMAGE, huge_png, png, truncated_png  # noqa: E402
+
+def cell(data: bytes) -> dict:
+    """An image cell as the hub's Image feature stores it."""
+    return {"bytes": data, "path": None}
+
+
+def stored_row(pid: str, colour: str = "red", **fields) -> dict:
+    row = {"pair_id": pid, "prompt_source": "s", "prompt_text": "Draw <image_1>.", "prompt_images": [cell(png(COLOURS["red"]))],
+           "response_a_text": "", "response_a_images": [cell(png(COLOURS[colour]))], "response_b_text": "",
+           "response_b_images": [cell(png(COLOURS["blue"]))], "response_a_model": "m1", "response_b_model": "m2",
+           "chosen": "A", "human_annotations": "", "prompt_metadata": ""}
+    return {**row, **fields}
+
+
+def parquet_copy(root, rows, config: str = "t2i"):
+    """A local copy of the hub layout: ROOT/<config>/test-00000-of-00001.parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (root / config).mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), root / config / "test-00000-of-00001.parquet")
+    return root
+
+
+def hashes(root) -> dict:
+    import hashlib
+
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def fetch_copy(copy, bench, capfd) -> tuple[int, str]:
+    rc = main(["mmrb2", "fetch", "--from", str(copy), "--out", str(bench), "--task", "t2i"])
+    return rc, capfd.readouterr().err.strip()
+
+
+def test_ids_that_slug_alike_get_their_own_images(tmp_path, capfd):
+    ids = {"x/1": "red", "x_1": "green", ".": "blue", "_.": "white", "X": "black", "x": "grey"}
+    assert len({file_stem("t2i", pid) for pid in ids}) == len(ids)
+    assert file_stem("t2i", "x") != file_stem("edit", "x")  # one id in two tasks: the images folder is shared
+    copy = parquet_copy(tmp_path / "hub", [stored_row(pid, colour) for pid, colour in ids.items()])
+    bench = tmp_path / "bench"
+    assert fetch_copy(copy, bench, capfd)[0] == 0
+    for pair in load_pairs(bench / "t2i.json"):
+        assert colour_at(bench / pair.response_a[0][1]) == ids[pair.id]
+    names = [p.name for p in (bench / "images").iterdir()]
+    assert len(names) == 2 * len(ids) and not any(n.startswith(".") for n in names)
+
+
+def test_duplicate_pair_id_is_refused_at_fetch_and_undone(tmp_path, capfd):
+    copy = parquet_copy(tmp_path / "hub", [stored_row("p1"), stored_row("p2"), stored_row("p1", "green")])
+    before = hashes(copy)
+    rc, err = fetch_copy(copy, tmp_path / "new", capfd)
+    assert rc == 2 and "\n" not in err and "pair_id 'p1' appears twice" in err
+    assert not (tmp_path / "new").exists()  # nothing half-written
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    assert fetch_copy(copy, existing, capfd)[0] == 2
+    assert not [p for p in existing.rglob("*") if p.is_file()]  # p1's and p2's images removed again
+    assert hashes(copy) == before
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("response_a_images", ["images/x.png"], "image given as a file path"),
+    ("response_b_images", [{"bytes": None, "path": "/etc/hostname"}], "image given as a file path"),
+    ("prompt_images", [cell(NOT_AN_IMAGE)], "not an image"),
+    ("response_a_images", [cell(truncated_png())], "truncated"),
+    ("response_b_images", [cell(huge_png(20000, 20000))], "exceeds the limit of 50000000 pixels"),
+    ("response_a_images", [cell(huge_png(10000, 10000))], "image of 10000x10000 pixels exceeds the limit"),
+    ("prompt_text", 7, "prompt_text must be text"),
+    ("response_b_images", "abc", "response_b_images must be a list"),
+    ("chosen", "C", '"chosen" must be "A" or "B"'),
+])
+def test_bad_image_cells_are_one_line_naming_pair_and_field(tmp_path, capfd, field, value, said):
+    copy = parquet_copy(tmp_path / "hub", [stored_row("bad", **{field: value})])
+    before = hashes(copy)
+    rc, err = fetch_copy(copy, tmp_path / "bench", capfd)
+    assert rc == 2 and "\n" not in err and err.startswith("bon: error: ")  # no DecompressionBomb warning either
+    assert said in err and "pair bad" in err
+    assert field in err or field == "chosen"
+    assert not (tmp_path / "bench").exists() and hashes(copy) == before
+
+
+def test_pixel_limit_is_configurable(tmp_path, capfd, monkeypatch):
+    copy = parquet_copy(tmp_path / "hub", [stored_row("p1")])
+    monkeypatch.setenv("BON_MAX_IMAGE_PIXELS", "20")  # the 6x4 test images have 24
+    rc, err = fetch_copy(copy, tmp_path / "bench", capfd)
+    assert rc == 2 and "image of 6x4 pixels exceeds the limit of 20 pixels" in err and "BON_MAX_IMAGE_PIXELS" in err
+    monkeypatch.setenv("BON_MAX_IMAGE_PIXELS", "lots")
+    rc, err = fetch_copy(copy, tmp_path / "bench", capfd)
+    assert rc == 2 and "\n" not in err and "BON_MAX_IMAGE_PIXELS: expected a positive whole number" in err
+    monkeypatch.setenv("BON_MAX_IMAGE_PIXELS", "24")
+    assert fetch_copy(copy, tmp_path / "bench", capfd)[0] == 0
+
+
+def test_symlink_out_of_the_copy_is_refused(tmp_path, capfd):
+    outside = parquet_copy(tmp_path / "elsewhere", [stored_row("p1")])
+    copy = tmp_path / "hub"
+    (copy / "t2i").mkdir(parents=True)
+    (copy / "t2i" / "test-00000-of-00001.parquet").symlink_to(outside / "t2i" / "test-00000-of-00001.parquet")
+    rc, err = fetch_copy(copy, tmp_path / "bench", capfd)
+    assert rc == 2 and "\n" not in err and "leads out of" in err and "test-00000-of-00001.parquet" in err
+    assert not (tmp_path / "bench").exists()

@@ -1,16 +1,80 @@
-"""Images on their way to a model: downscaling, inline data URLs, and a chat turn's content parts."""
+"""Images on their way to a model: opening them safely, downscaling, inline data URLs, and a chat
+turn's content parts."""
 
 from __future__ import annotations
 
 import base64
 import io
 import math
+import os
+import re
+import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from bon.errors import BonError
+from bon.errors import BonError, first_line
 
 if TYPE_CHECKING:
     from PIL import Image
+
+MAX_PIXELS_ENV = "BON_MAX_IMAGE_PIXELS"
+DEFAULT_MAX_PIXELS = 50_000_000  # 50 megapixels: ~150 MB decoded as RGB; MMRB2's largest images are far smaller
+
+
+def max_image_pixels() -> int:
+    """The most pixels (width x height) bon decodes from one image file: ``BON_MAX_IMAGE_PIXELS``, else
+    50 million. A file claiming more is refused before its pixels are decoded (a PNG header alone can
+    claim 20000 x 20000, which would take gigabytes of memory)."""
+    raw = os.environ.get(MAX_PIXELS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_PIXELS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise BonError(f"{MAX_PIXELS_ENV}: expected a positive whole number of pixels, got {raw!r:.40}")
+    return value
+
+
+def open_image(source: Path | bytes, where: str) -> Image.Image:
+    """An image file (or its bytes) fully decoded, or a one-line BonError naming ``where``: not found,
+    not an image, truncated, or over :func:`max_image_pixels` (checked from the header, before decoding)."""
+    from PIL import Image
+
+    limit = max_image_pixels()
+    if Image.MAX_IMAGE_PIXELS and limit > Image.MAX_IMAGE_PIXELS:
+        Image.MAX_IMAGE_PIXELS = limit  # a limit raised on purpose lifts PIL's own bomb check with it
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our limit speaks instead, in one line
+            image = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+            check_pixels(image.width, image.height, where, limit)
+            image.load()
+    except BonError:
+        raise
+    except FileNotFoundError:
+        raise BonError(f"{where}: image file not found") from None
+    except Image.DecompressionBombError as exc:  # PIL's own check, at twice its limit, came first
+        claimed = re.search(r"\((\d+) pixels\)", str(exc))
+        size = f"{claimed.group(1)} pixels" if claimed else "too many pixels"
+        raise BonError(f"{where}: image of {size} exceeds the limit of {limit} pixels; {_raise_hint(limit)}") from None
+    except Image.UnidentifiedImageError:
+        raise BonError(f"{where}: unreadable image (not an image: no known image format)") from None
+    except Exception as exc:  # noqa: BLE001 - any decoder failure on untrusted bytes is the file's fault
+        raise BonError(f"{where}: unreadable image ({type(exc).__name__}: {first_line(exc, 120)})") from None
+    return image
+
+
+def check_pixels(width: int, height: int, where: str, limit: int | None = None) -> None:
+    """The pixel-limit error for an image of this size, if it is over :func:`max_image_pixels`."""
+    limit = limit or max_image_pixels()
+    if width * height > limit:
+        raise BonError(f"{where}: image of {width}x{height} pixels exceeds the limit of {limit} pixels; {_raise_hint(limit)}")
+
+
+def _raise_hint(limit: int) -> str:
+    return f"set {MAX_PIXELS_ENV} above {limit} to allow it"
 
 
 def fit_pixels(image: Image.Image, max_pixels: int | None) -> Image.Image:

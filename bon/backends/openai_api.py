@@ -35,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bon.backends import require
 from bon.errors import BonError, first_line
+from bon.redact import check_env_name, redact_text, remember, remember_url
 
 OPENAI_URL = "https://api.openai.com/v1"
 TOKEN_PARAMS = ("max_completion_tokens", "max_tokens")
@@ -95,9 +96,11 @@ class OpenAIEndpoint:
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise BonError(f"{who}: base_url {self.base_url!r} is not an http(s) URL")
         self.shown_url = safe_url(self.base_url)
-        if api_key_env is not None and (not isinstance(api_key_env, str) or api_key_env.startswith(("sk-", "Bearer"))):
-            raise BonError(f"{who}: api_key_env is the NAME of an environment variable holding the key, not the key")
+        remember_url(self.base_url)  # a key inside the URL is masked wherever it would be written
+        check_env_name(api_key_env, who)
         self.api_key_env = api_key_env or None
+        if self.api_key_env:
+            remember(os.environ.get(self.api_key_env))
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):
             raise BonError(f"{who}: environment variable {self.api_key_env} is not set (it should hold the API key for "
                            f"{self.shown_url}; api_key_env: null for a server without keys)")
@@ -306,21 +309,9 @@ def _error_message(exc: Any) -> str:
 
 # --- secrets ----------------------------------------------------------------------------------
 
-_KEYISH = re.compile(r"(?i)(api[\s_-]*key[^:=\n]{0,20}[:=]\s*)(\S+)")
-_BEARER = re.compile(r"(?i)(bearer\s+)(\S+)")
-_SK = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}")
-
-
 def redact(text: str, *secrets: str | None, mask: str = "[redacted]") -> str:
-    """``text`` without the given secrets nor anything that looks like a key (servers quote keys,
-    often masked as ``sk-ab***yz``, in their errors)."""
-    text = str(text)
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, mask)
-    text = _KEYISH.sub(lambda m: m.group(1) + mask, text)
-    text = _BEARER.sub(lambda m: m.group(1) + mask, text)
-    return _SK.sub(mask, text)
+    """``text`` without the given secrets nor anything that looks like one (:func:`bon.redact.redact_text`)."""
+    return redact_text(text, *secrets, mask=mask)
 
 
 def safe_url(url: str) -> str:

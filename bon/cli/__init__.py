@@ -127,7 +127,13 @@ def _locked(exc: Exception) -> bool:
 
 
 def _error_line(exc: Exception) -> str:
-    """What follows ``bon: error:``: one line, never a traceback."""
+    """What follows ``bon: error:``: one line, never a traceback, never a secret."""
+    from bon.redact import redact_text
+
+    return redact_text(_error_text(exc))
+
+
+def _error_text(exc: Exception) -> str:
     if isinstance(exc, click.UsageError):  # BadParameter, NoSuchOption, MissingParameter...: names the command
         command = exc.ctx.command_path if exc.ctx is not None else "bon"
         return f"{command}: {' '.join(exc.format_message().split())} (see `{command} --help`)"

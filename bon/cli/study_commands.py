@@ -78,7 +78,9 @@ def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy
         from bon.plan import check_fit, plan_study, render
 
         plan = plan_study(cfg, str(config))
-        out.print("\n".join(render(plan)), highlight=False, markup=False)
+        from bon.redact import redact_text
+
+        out.print(redact_text("\n".join(render(plan))), highlight=False, markup=False)
         check_fit(plan)
         return
     _run(cfg, json_out, "run")

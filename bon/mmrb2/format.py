@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 from bon.content import content_entries
 from bon.errors import BonError, first_line
 from bon.io import atomic_write
+from bon.redact import redact
 from bon.tasks import Task, parse_task
 
 # --- pairs ------------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ def load_judgments(path: Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
 
 def write_judgments(path: Path, data: Mapping[str, Mapping[str, Any]]) -> None:
     """Write a judgment file atomically, so a killed run never leaves a torn file for the scorer."""
-    _write_json_atomic(Path(path), dict(data))
+    _write_json_atomic(Path(path), redact(dict(data)))  # a server error quoting a key never lands in it
 
 
 # --- JSON helpers -----------------------------------------------------------------------------

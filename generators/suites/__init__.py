@@ -16,7 +16,6 @@ only when the run folder's copy is written, so a suite of a thousand photographs
 
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from PIL import Image
 
+from bon.backends.images import open_image
 from bon.content import ImageItem, Prompt, read_jsonl
 from bon.errors import BonError, first_line
 
@@ -279,12 +279,12 @@ def decode_image(value: Any, base: Path | None, origin: str) -> Image.Image | No
         return value
     if isinstance(value, dict):
         if value.get("bytes"):
-            return Image.open(io.BytesIO(value["bytes"]))
+            return open_image(bytes(value["bytes"]), origin)
         if value.get("path"):
             return open_image_file(value["path"], base, origin)
         return None
     if isinstance(value, (bytes, bytearray)):
-        return Image.open(io.BytesIO(value))
+        return open_image(bytes(value), origin)
     if isinstance(value, str):
         return open_image_file(value, base, origin)
     raise BonError(f"{origin}: cannot read an image from {type(value).__name__}")
@@ -301,9 +301,7 @@ def open_image_file(rel: str, base: Path | None, origin: str) -> Image.Image:
     path = resolve_image_path(rel, base)
     if path is None:
         raise BonError(f"{origin}: image file {rel} not found" + (f" under {base}" if base else ""))
-    with Image.open(path) as im:
-        im.load()
-        return im.copy()
+    return open_image(path, f"{origin}: {path}")  # under the pixel limit, one line when broken
 
 
 def resolve_image_path(rel: str, base: Path | None) -> Path | None:
