@@ -16,6 +16,7 @@ connection must not cross a fork).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -49,12 +50,10 @@ _JOB: Callable[[int], Any] | None = None  # set in the driver just before forkin
 def _worker_setup(driver: int) -> None:
     """Run in each worker right after the fork. The worker dies with the driver (a killed driver
     leaves no orphan judging on and writing to the store next to a rerun), and a thread pool the
-    parent had started does not exist in the child, so libraries that keep one are told to work on
-    the calling thread (one worker per core already uses every core)."""
+    parent had started does not exist in the child, so torch is told to work on the calling thread (one
+    worker per core already uses every core). OpenCV's pool is emptied by the driver before the fork
+    (:func:`_opencv_single_threaded`): resizing it here would wait forever on the parent's threads."""
     _die_with_parent(driver)
-    cv2 = sys.modules.get("cv2")
-    if cv2 is not None:
-        cv2.setNumThreads(1)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -71,6 +70,23 @@ def _die_with_parent(driver: int) -> None:
         return
     if os.getppid() != driver:  # the driver died before the request took effect
         os._exit(1)
+
+
+@contextlib.contextmanager
+def _opencv_single_threaded() -> Iterator[None]:
+    """OpenCV keeps a thread pool; a child forked while it runs inherits its locks but not its threads,
+    and any later change of the pool's size in the child hangs (pthread_cond_destroy on a condition the
+    vanished threads held). So the driver empties the pool before forking and restores it after."""
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None:
+        yield
+        return
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(threads)
 
 
 def _call(index: int) -> Any:
@@ -94,7 +110,8 @@ def run_jobs(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Any
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
                                  initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
-            futures = [pool.submit(_call, i) for i in range(jobs)]
+            with _opencv_single_threaded():  # the fork start method forks every worker on the first submit
+                futures = [pool.submit(_call, i) for i in range(jobs)]
             for future in futures:
                 yield future.result()
     finally:
