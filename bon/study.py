@@ -28,6 +28,7 @@ from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, Referee
 from bon.runfolder import RunFolder, write_json, write_text
+from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
@@ -97,6 +98,11 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         check_values(cfg)  # each plugin built and released in turn: never two models held at once
     built = build_prompts(cfg) if first_start else None  # in memory first: a bad suite creates nothing
     run = RunFolder(cfg.out)
+    with writer_lock(run.root, f"bon {command}"):  # one writer per run folder: a second refuses at once
+        return _start_and_run(run, cfg, strategy, built, command)
+
+
+def _start_and_run(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] | None, command: str) -> StudyOutcome:
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     if run.store.exists():  # a damaged store refuses the resume before config.yaml and the ledger are written
         JudgmentStore(run.store).close()

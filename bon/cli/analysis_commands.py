@@ -15,6 +15,7 @@ import click
 from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
                      write_numbers)
 from bon.errors import BonError
+from bon.runlock import holds_writer_lock, writer_lock
 
 RUN = run_option("A finished study folder.")
 JSON = json_option("the numbers (strict JSON)")
@@ -78,7 +79,8 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
         raise BonError(f"{run_dir}: {problem}; nothing written")
     folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
     try:
-        written = write_report(bundle, folder)
+        with writer_lock(folder.root, "bon report"):
+            written = write_report(bundle, folder)
     except OSError as exc:
         raise BonError(f"{exc.filename or folder.root}: cannot write the report ({exc.strerror})") from None
     pooled = bundle.pooled()
@@ -207,6 +209,7 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
 @json_option("the records (strict JSON)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Folder for tradeoff.json and figures/ (default: the run folder).")
+@holds_writer_lock("run_dir", "bon tradeoff")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
                      margin_gates: tuple[float, ...], cascades: tuple[str, ...], strategy_options: tuple[str, ...],
                      max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
