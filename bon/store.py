@@ -26,8 +26,9 @@ import json
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from bon.errors import BonError, first_line
 from bon.plugins import Score
@@ -103,11 +104,51 @@ def new_invocation_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection that writes nothing beside the store, so a read-only folder can be read.
+    SQLite needs a writable folder for WAL's shared-memory file; when the folder refuses it and no
+    write-ahead log is waiting there (a store closed cleanly), the file is opened as immutable."""
+    uri = Path(path).resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+
+
+@contextmanager
+def read_only_store(path: Path) -> Iterator[sqlite3.Connection]:
+    """A store opened read-only with its tables checked; a one-line error naming it when it is not one."""
+    db = None
+    try:
+        db = connect_read_only(path)
+        for table in ("judges", "judgments", "scores"):
+            db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+        yield db
+    except sqlite3.DatabaseError as exc:
+        raise BonError(f"{path}: not a readable judgment store ({first_line(exc)})") from None
+    finally:
+        if db is not None:
+            db.close()
+
+
 class JudgmentStore:
-    def __init__(self, path: Path, invocation: str | None = None, command: str = ""):
+    def __init__(self, path: Path, invocation: str | None = None, command: str = "", read_only: bool = False):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = self._open()
+        if read_only:  # a reader (`bon view`): nothing is created, migrated or written, not even WAL files
+            try:
+                self._db = connect_read_only(self.path)
+                self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise BonError(f"{self.path}: not a readable judgment store ({first_line(exc)})") from None
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._open()
         self.invocation = invocation or new_invocation_id()
         self._command, self._recorded = command, False  # the invocation is recorded with its first answer
         self._runtimes: dict[str, str] = {}  # judge id -> the runtime its answers are recorded with
