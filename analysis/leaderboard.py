@@ -56,7 +56,19 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
 
 
 def load_stats(run_dir: Path) -> dict[str, Any]:
-    return read_json(RunFolder(Path(run_dir), existing=True).stats) or {}
+    """stats.json (an object, else a one-line error); when it is missing, what it records of the judges
+    rebuilt from the store (so no judge's costs silently go missing), or nothing without a readable config."""
+    from bon.runfolder import read_stats
+    from bon.study import read_study_config, stats_from_store
+
+    run = RunFolder(Path(run_dir), existing=True)
+    stats = read_stats(run.stats)
+    if stats is not None:
+        return stats
+    try:
+        return stats_from_store(run, read_study_config(run))
+    except BonError:
+        return {}
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:

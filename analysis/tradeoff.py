@@ -94,7 +94,7 @@ def cascade_judges(study: Any, asked: Sequence[str] = ()) -> list[str]:
             return []
         chosen = list(asked)
     else:
-        costs = judge_costs(read_json(study.run.stats))
+        costs = judge_costs(study.stats())
         plain = [j for j in study.cfg.judges if j.label in costs]
         accuracy = _mean_accuracies(study.run.root)
         if accuracy:  # a cheap judge worth trusting: at least as accurate on the preference set as the median judge
@@ -140,12 +140,13 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     settings = list(settings or default_settings())
     if not settings or settings[0].label != REFERENCE:
         raise BonError(f"trade-off: the first setting must be the reference {REFERENCE!r}")
+    study.require_scores()  # the records are verifier scores: refuse before any judge call
     groups = [(p, by_prompt[p.id]) for by_prompt in study.candidates.values() for p in study.prompts]
     if not groups:
         raise BonError(f"{study.run.root}: no Best-of-N prompts in this study; nothing to trade off")
     baseline = _baselines(study.scores, groups)
     # money per selection-stage call, as the leaderboard prices the same judge's full protocol
-    costs = {name: c["usd_per_call"] for name, c in judge_costs(read_json(study.run.stats)).items()}
+    costs = {name: c["usd_per_call"] for name, c in judge_costs(study.stats()).items()}
     cheap = {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"}
     store = JudgmentStore(study.run.store)
     records: list[dict[str, Any]] = []

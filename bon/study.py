@@ -27,7 +27,7 @@ from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loade
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, Referee
-from bon.runfolder import RunFolder, write_json, write_text
+from bon.runfolder import RunFolder, check_n, write_json, write_text
 from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
@@ -314,6 +314,18 @@ class FinishedStudy:
     candidates: dict[str, dict[str, list[Candidate]]]  # generator -> prompt id -> candidates
     scores: dict
 
+    def require_scores(self) -> None:
+        """Refuse (before any judge call) a study whose candidates are not all scored: the numbers of
+        ``curve`` and ``tradeoff`` are verifier scores."""
+        unscored = [c.key for by in self.candidates.values() for cands in by.values() for c in cands if c.key not in self.scores]
+        if unscored:
+            raise BonError(f"{self.run.scores}: {len(unscored)} candidates have no verifier score (first {unscored[0]}); "
+                           "rerun the study (or `bon verify`) first")
+
+    def stats(self) -> dict[str, Any]:
+        """stats.json, or what it records of the judges rebuilt from the store when it is missing."""
+        return recorded_or_rebuilt_stats(self.run, self.cfg)
+
     def judge(self, spec: str, options: dict[str, Any] | None = None, label: str | None = None) -> Any:
         """A judge by its label in the study's config (``options`` then override its own), else by
         registry spec; ``label`` names it in picks and tables."""
@@ -343,6 +355,7 @@ def read_study_config(run: RunFolder) -> StudyConfig:
 
 
 def load_study(run_dir) -> FinishedStudy:
+    from bon.content import load_candidates
     from bon.stages.generate import load_done
 
     run = RunFolder(run_dir, existing=True)  # reading a study never creates a folder
@@ -352,6 +365,8 @@ def load_study(run_dir) -> FinishedStudy:
     prompts, _ = split(shard_prompts(prepare_prompts(run, cfg), cfg.shard))
     candidates = {}
     for g in cfg.generators:
+        check_n(run.config, cfg.n, run.candidates(g.label),
+                ((c.prompt_id, c.index) for c in load_candidates(run.candidates(g.label))))
         done = load_done(run, g.label, cfg.n)
         missing = [p.id for p in prompts if p.id not in done]
         if missing:
@@ -425,3 +440,61 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
                                                                   "spearman_rho"]), stats, stopped)
     write_report(bundle, run)
     return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
+
+
+# --- stats.json, or what it records rebuilt from the store -------------------------------------------
+
+
+def recorded_or_rebuilt_stats(run: RunFolder, cfg: StudyConfig) -> dict[str, Any]:
+    """``stats.json`` when it is there; else its judges' identities and paid calls rebuilt from the judgment
+    store (a missing stats.json never silently drops a judge from an analysis)."""
+    from bon.runfolder import read_stats
+
+    stats = read_stats(run.stats)
+    return stats if stats is not None else stats_from_store(run, cfg)
+
+
+def config_identities(cfg: StudyConfig) -> dict[str, dict[str, Any]]:
+    """Each judge's identity (the store's key), built from the config as a first start checks it (building is
+    cheap: weights load on first use). Served judges are left out: building one starts its servers."""
+    from bon.lifecycle import release
+
+    identities = {}
+    for spec in cfg.judges:
+        if spec.serve is not None:
+            continue
+        judge = official_spec(spec, cfg.official).create("judge", f"{cfg.source}: judge {spec.label}")
+        try:
+            identities[spec.label] = judge.identity()
+        finally:
+            release(judge)
+    return identities
+
+
+def stats_from_store(run: RunFolder, cfg: StudyConfig) -> dict[str, Any]:
+    """What stats.json records of each judge (identity, answers paid for, money, judge seconds, tokens, in
+    all and in the selection stage), summed from the store's answers; marked ``rebuilt_from_store``."""
+    from bon.store import judge_id, read_only_store
+
+    identities = config_identities(cfg)
+    judges: dict[str, Any] = {}
+    if run.store.exists():
+        with read_only_store(run.store) as db:
+            for label, identity in identities.items():
+                total, selection = (_paid(db, judge_id(identity), stage) for stage in (None, "selection"))
+                judges[label] = {**total, "total": total, "selection": selection}
+    recorded = {"judges": identities, "verifier": {}}
+    return {"judges": judges, "identities": recorded, "n": cfg.n, "seed": cfg.seed, "strategy": cfg.strategy.name,
+            "shared_grader": shared_grader_flags(cfg, recorded), "rebuilt_from_store": True}
+
+
+def _paid(db: Any, jid: str, stage: str | None) -> dict[str, Any]:
+    totals = {"calls_made": 0, "cost_usd": 0.0, "judge_seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
+    where, args = ("AND stage = ?", (jid, stage)) if stage else ("", (jid,))
+    for table in ("judgments", "scores"):
+        made, cost, secs, tin, tout = db.execute(
+            f"SELECT COUNT(*), SUM(cost_usd), SUM(seconds), SUM(input_tokens), SUM(output_tokens) FROM {table} "
+            f"WHERE judge_id = ? {where}", args).fetchone()
+        for key, value in zip(totals, (made, cost, secs, tin, tout)):
+            totals[key] += value or 0
+    return totals

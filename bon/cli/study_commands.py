@@ -310,10 +310,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
     check_output_file(json_out)
-    unscored = [c.key for by in study.candidates.values() for cands in by.values() for c in cands if c.key not in study.scores]
-    if unscored:  # the curve's numbers are verifier scores: refuse before any judge call, not halfway with a KeyError
-        raise BonError(f"{study.run.scores}: {len(unscored)} candidates have no verifier score (first {unscored[0]}); "
-                       "rerun the study (or `bon verify`) first")
+    study.require_scores()  # the curve's numbers are verifier scores: refuse before any judge call
     with _referee(study, judge, "curve", retry_missing) as referee:
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
     out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
