@@ -30,7 +30,7 @@ from _common import parser
 os.environ.setdefault("BON_QUIET", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from fuzz_cases import OUTCOMES, READERS, make_fixtures, run_case, warm_up  # noqa: E402
+from fuzz_cases import OUTCOMES, READERS, make_fixtures, run_case, study_extras, warm_up  # noqa: E402
 
 READER_ORDER = list(READERS)
 
@@ -145,7 +145,7 @@ def tables_by_mutation(rows: list[dict]) -> list[str]:
 
 def main() -> None:
     ap = parser(__doc__, cases=(200, "Number of generated cases."), seed=(0, "Seed of the case generators."),
-                jobs=(2, "Cases run at once (forked workers)."), reader=("", "Only this reader (config, mmrb2, run-folder, cli-options)."),
+                jobs=(2, "Cases run at once (forked workers)."), reader=("", "Only this reader (config, mmrb2, run-folder, cli-options, merge, view, tradeoff, concurrency)."),
                 show=(3, "Failures shown per kind."))
     ap.add_argument("--spawn", action="store_true", help="Fresh `python -m bon.cli` processes instead of forked children.")
     ap.add_argument("--keep", action="store_true", help="Keep every case folder, not only the failing ones.")
@@ -157,6 +157,8 @@ def main() -> None:
     warm_up()
     root = Path(tempfile.mkdtemp(prefix="bon-fuzz-"))
     fixtures = make_fixtures(root / "fixture")
+    if not args.reader or args.reader in ("merge", "view", "tradeoff"):
+        study_extras(fixtures)  # shards, view and trade-off answers: made once, before the workers fork
     rows = play(args, fixtures, root)
     print("\n".join(table(rows) + tables_by_mutation(rows)))
     kinds = Counter(r["kind"] for r in rows)

@@ -6,6 +6,7 @@ degenerate analysis exits with one line and leaves the folder as it was.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -66,11 +67,20 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
            predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
            overlapping_pairs: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
+    check_output_file(json_out)
+    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
+    in_place = accuracies == "run" and pairs is None and (out_dir is None or out_dir.resolve() == run_dir.resolve())
+    with writer_lock(run_dir, "bon report") if in_place and run_dir.is_dir() else nullcontext():  # one writer at a time
+        _report(run_dir, out_dir, bootstrap, seed, accuracies, bench_dir, pairs, power, max_loss, grader_judges,
+                overlapping_pairs, json_out, lock_output=not in_place)
+
+
+def _report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+            pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
+            json_out: Optional[Path], lock_output: bool) -> None:
     from analysis.bundle import compute
     from analysis.report import write_report
 
-    check_output_file(json_out)
-    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
     bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs)
@@ -79,7 +89,7 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
         raise BonError(f"{run_dir}: {problem}; nothing written")
     folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
     try:
-        with writer_lock(folder.root, "bon report"):
+        with writer_lock(folder.root, "bon report") if lock_output else nullcontext():
             written = write_report(bundle, folder)
     except OSError as exc:
         raise BonError(f"{exc.filename or folder.root}: cannot write the report ({exc.strerror})") from None
