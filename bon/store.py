@@ -105,19 +105,15 @@ def new_invocation_id() -> str:
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection that writes nothing beside the store, so a read-only folder can be read.
-    SQLite needs a writable folder for WAL's shared-memory file; when the folder refuses it and no
-    write-ahead log is waiting there (a store closed cleanly), the file is opened as immutable."""
+    """A read-only connection that writes nothing beside the store (a read-only folder can be read, and a
+    reader leaves no trace). A store closed cleanly has no write-ahead log: it is opened as immutable, which
+    makes SQLite create no WAL or shared-memory file (a writer that starts meanwhile appends to its own log;
+    the main file changes only at a checkpoint). A store with a log waiting (a writer at work, or killed) is
+    opened read-only, reading the log too."""
     uri = Path(path).resolve().as_uri()
-    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
-    try:
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.OperationalError:
-        db.close()
-        wal = Path(f"{path}-wal")
-        if wal.exists() and wal.stat().st_size:
-            raise
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size:
+        return sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
     return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
 
 
