@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.bundle import ReportBundle, pooled_text, inline
+from analysis.markdown import md_label
 from analysis.bon_metrics import task_order
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
@@ -91,14 +92,6 @@ def render_markdown(b: ReportBundle, out: RunFolder) -> str:
 def _no_links(text: str) -> str:
     """Text that may hold code spans of its own (the leakage lines) but no link or image from a label."""
     return " ".join(str(text).splitlines()).replace("](", "]\\(").replace("![", "!\\[")
-
-
-def md_label(value: Any) -> str:
-    """A label as Markdown text: no link, image, code span or emphasis it could open, on one line."""
-    text = " ".join(str(value).splitlines())
-    for ch in ("\\", "`", "*", "[", "]", "|"):
-        text = text.replace(ch, "\\" + ch)
-    return text
 
 
 def _header(b: ReportBundle, out: RunFolder) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from analysis.bon_metrics import read_json
+from analysis.markdown import md_label
 from analysis.leaderboard import judge_costs
 from bon import registry
 from bon.errors import BonError
@@ -413,23 +414,23 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
     for r in records:
         cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
-        lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
                      f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
     noted = [r for r in records if r.get("note")]
     if noted:
         lines += ["", "**Calibrated gates, cascades and the uncertainty strategy** (what each did for the judge):"]
-        lines += [f"- {r['judge']}: {r['setting']}: {r['note']}" for r in noted]
+        lines += [f"- {md_label(r['judge'])}: {md_label(r['setting'])}: {r['note']}" for r in noted]
     unsafe = [r for r in records if r.get("gating") == "unsafe"]
     if unsafe:
         lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches, "
                   "or a calibrated gate's audit did):"]
-        lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
+        lines += [f"- {md_label(r['judge'])}: {md_label(r['setting'])}" for r in unsafe]
     if max_loss is not None:
         lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "
                       "(upper end of its 95% interval; unsafe gates left out):"]
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
-            lines.append(f"- {judge}: {best['setting']} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
     return "\n".join(lines) + "\n"
 
 

@@ -535,16 +535,16 @@ def test_tradeoff_without_stats_json_keeps_every_setting(fixtures, extras, tmp_p
 
     shutil.copytree(fixtures.run, tmp_path / "run")
     (tmp_path / "run/stats.json").unlink()
-    rc, err = _cli(["tradeoff", "--run", "run", *fuzz_cases.TRADEOFF_ARGS, "--out", "t", "--json", "t.json"], tmp_path, capfd)
-    assert rc == 0, err
-    assert fuzz_cases._tradeoff_answer(tmp_path / "t.json") == extras.tradeoff
-    from bon.study import read_study_config, recorded_or_rebuilt_stats
     from bon.runfolder import RunFolder
+    from bon.study import read_study_config, recorded_or_rebuilt_stats
 
     run = RunFolder(tmp_path / "run", existing=True)
     rebuilt = recorded_or_rebuilt_stats(run, read_study_config(run))
     recorded = json.loads((fixtures.run / "stats.json").read_text(encoding="utf-8"))
     assert {j: s["calls_made"] for j, s in rebuilt["judges"].items()} == {j: s["calls_made"] for j, s in recorded["judges"].items()}
+    rc, err = _cli(["tradeoff", "--run", "run", *fuzz_cases.TRADEOFF_ARGS, "--out", "t", "--json", "t.json"], tmp_path, capfd)
+    assert rc == 0, err
+    assert fuzz_cases._tradeoff_answer(tmp_path / "t.json") == extras.tradeoff
 
 
 def test_report_md_escapes_html_and_markdown_in_labels(fixtures, tmp_path, capfd):
@@ -564,4 +564,4 @@ def test_report_md_escapes_html_and_markdown_in_labels(fixtures, tmp_path, capfd
     rc, err = _cli(["report", "--run", "run", "--out", "rep", "--bootstrap", "100", "--no-power"], tmp_path, capfd)
     assert rc == 0, err
     text = (tmp_path / "rep/report.md").read_text(encoding="utf-8")
-    assert "onerror" in text and "<img" not in text and "](http://evil)" not in text
+    assert "onerror" in text and "<img" not in text and "[x](http://evil)" not in text, [ln for ln in text.splitlines() if "<img" in ln]
