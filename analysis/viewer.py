@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import quote
 
 from analysis.bon_metrics import load_picks, load_scores
@@ -233,8 +233,8 @@ def _stored_verdicts(run: RunFolder, picks: list[Mapping[str, Any]], prompts: Ma
     return out
 
 
-def _judge_answers(store: JudgmentStore, ids: list[str], keys: list[tuple]) -> dict[tuple, Any]:
-    """The first of the judge's candidate ids (stats.json's, then the config's) that holds answers."""
+def _judge_answers(store: JudgmentStore, ids: Iterable[str], keys: list[tuple]) -> dict[tuple, Any]:
+    """The answers under the first of the judge's candidate ids that holds any."""
     for jid in ids:
         found = store.get_many(jid, keys)
         if found:
@@ -243,24 +243,24 @@ def _judge_answers(store: JudgmentStore, ids: list[str], keys: list[tuple]) -> d
 
 
 class _JudgeIds:
-    """A judge label's store ids: from stats.json's recorded identity, then from its identity built from
-    config.yaml (built once, only when asked): stats.json missing or edited must not hide stored verdicts."""
+    """A judge label's store ids: from stats.json's recorded identity, then (only when that finds nothing) from
+    its identity built from config.yaml: stats.json missing or edited must not hide the stored verdicts."""
 
     def __init__(self, run: RunFolder):
         self.run, self.recorded, self.built = run, (_read_stats(run).get("identities") or {}).get("judges") or {}, None
 
-    def __call__(self, judge: str) -> list[str]:
-        ids = [judge_id(self.recorded[judge])] if isinstance(self.recorded.get(judge), dict) else []
+    def __call__(self, judge: str) -> Iterator[str]:
+        if isinstance(self.recorded.get(judge), dict):
+            yield judge_id(self.recorded[judge])
         if self.built is None:
             from bon.study import config_identities, read_study_config
 
             try:
                 self.built = config_identities(read_study_config(self.run))
-            except BonError:
+            except BonError:  # no readable config: the recorded identities are all there is
                 self.built = {}
-        if judge in self.built and judge_id(self.built[judge]) not in ids:
-            ids.append(judge_id(self.built[judge]))
-        return ids
+        if judge in self.built:
+            yield judge_id(self.built[judge])
 
 
 def _read_stats(run: RunFolder) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
 from bon.content import Candidate, Prompt
-from bon.errors import BonError, Stopped
+from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
 from bon.progress import note
@@ -463,7 +463,10 @@ def config_identities(cfg: StudyConfig) -> dict[str, dict[str, Any]]:
     for spec in cfg.judges:
         if spec.serve is not None:
             continue
-        judge = official_spec(spec, cfg.official).create("judge", f"{cfg.source}: judge {spec.label}")
+        try:
+            judge = official_spec(spec, cfg.official).create("judge", f"{cfg.source}: judge {spec.label}")
+        except Exception as exc:  # noqa: BLE001 - a plugin that cannot be built here (a missing extra)
+            raise BonError(f"{cfg.source}: judge {spec.label}: cannot rebuild its identity ({first_line(exc)})") from None
         try:
             identities[spec.label] = judge.identity()
         finally:
