@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import nullcontext
 import shutil
 import sqlite3
 from pathlib import Path
@@ -22,6 +23,7 @@ from bon.config import StudyConfig, parse_config
 from bon.content import append_jsonl, read_jsonl
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
+from bon.runlock import writer_lock
 from bon.shards import (ShardView, check_candidates, check_disjoint, check_picks, check_preference_set, check_same_makers,
                         check_scores, check_slice, check_store, parse_shard, read_stats_object)
 from bon.store import JudgmentStore, connect_read_only
@@ -47,9 +49,10 @@ def merge_runs(dirs: list[Path], out: Path):
     _check_target(out, cfg)
     building = out.parent / f".{out.name}.merging-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
-    try:
-        order, pair_counts = _merge_into(RunFolder(building), dirs, cfg)
-        _replace(building, out)
+    try:  # an earlier merge being replaced is a run folder: its writer lock is held while it is replaced
+        with writer_lock(out, "bon merge") if out.is_dir() else nullcontext():
+            order, pair_counts = _merge_into(RunFolder(building), dirs, cfg)
+            _replace(building, out)
     finally:
         shutil.rmtree(building, ignore_errors=True)
     try:  # analysed where it lies, so the report names the merged folder
