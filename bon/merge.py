@@ -7,15 +7,19 @@ shard; rows are keyed by content, so the union is exactly the unsharded store), 
 (pairs in suite order, with their images) and each judge's MMRB2 judgment files, picks (judge,
 generator, suite order). Accuracies and results are then recomputed from the merged files and the
 analysis runs once over all prompts. No judge, generator or verifier is called.
+
+Nothing is written before every shard has been read and checked (``bon.shards``: each a complete,
+finished slice of the same study made by the same plugins, no prompt or pair in two shards); a refusal
+is one line naming the shard's file.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from contextlib import nullcontext
 import shutil
 import sqlite3
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
