@@ -253,7 +253,7 @@ class _JudgeIds:
         if isinstance(self.recorded.get(judge), dict):
             yield judge_id(self.recorded[judge])
         if self.built is None:
-            from bon.study import config_identities, read_study_config
+            from bon.recorded import config_identities, read_study_config
 
             try:
                 self.built = config_identities(read_study_config(self.run))

@@ -31,8 +31,8 @@ from bon.runlock import writer_lock
 from bon.shards import (ShardView, check_candidates, check_disjoint, check_picks, check_preference_set, check_same_makers,
                         check_scores, check_slice, check_store, parse_shard, read_stats_object)
 from bon.store import JudgmentStore, connect_read_only
-from bon.study import (FROZEN_KEYS, analyse, record_config, recorded_study, shared_grader_flags,
-                       task_accuracy)
+from bon.recorded import recorded_study
+from bon.study import FROZEN_KEYS, analyse, record_config, shared_grader_flags, task_accuracy
 
 # Settings that may differ between shards of one study (where they ran, how far, with what).
 PER_SHARD_KEYS = ("out", "shard", "max_calls", "retry_missing", "executor")

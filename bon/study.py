@@ -28,6 +28,8 @@ from bon.progress import note
 from bon.provenance import library_versions
 from bon.referee import Budget, Referee
 from bon.runfolder import RunFolder, check_n, write_json, write_text
+from bon.recorded import (grader_view, official_spec, read_study_config, recorded_or_rebuilt_stats,  # noqa: F401
+                          recorded_study)
 from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
@@ -198,17 +200,8 @@ def shared_grader_flags(cfg: StudyConfig, identities: dict[str, Any]) -> dict[st
     identities (``stats.json``'s ``identities``): what the leakage guard leaves out of the correlation."""
     from analysis.predictors import shared_grader
 
-    judges = [_grader_view("judge", spec, (identities.get("judges") or {}).get(spec.label, {})) for spec in cfg.judges]
-    return shared_grader(judges, _grader_view("verifier", cfg.verifier, identities.get("verifier") or {}))
-
-
-def _grader_view(kind: str, spec: PluginSpec, identity: dict[str, Any]) -> Any:
-    """What the shared-grader check reads of a plugin (its class's declared ``grader_family`` and its
-    recorded identity) without loading it again."""
-    from types import SimpleNamespace
-
-    factory = registry.resolve(kind, registry.parse_spec(spec.name)[0])
-    return SimpleNamespace(name=spec.label, grader_family=getattr(factory, "grader_family", None), identity=lambda: identity)
+    judges = [grader_view("judge", spec, (identities.get("judges") or {}).get(spec.label, {})) for spec in cfg.judges]
+    return shared_grader(judges, grader_view("verifier", cfg.verifier, identities.get("verifier") or {}))
 
 
 def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec]) -> int:
@@ -291,19 +284,6 @@ def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon
                 "last": {stage: ref.stats.as_dict() for stage, ref in refs.items()}}
 
 
-def official_spec(spec: PluginSpec, official: bool) -> PluginSpec:
-    """A study's ``official: true`` asks every judge that knows MMRB2's official request conditions
-    (an ``official`` option) for them; other judges are unchanged."""
-    if not official:
-        return spec
-    import inspect
-
-    factory = registry.resolve("judge", registry.parse_spec(spec.name)[0])
-    if "official" not in inspect.signature(factory).parameters:
-        return spec
-    return replace(spec, options={**spec.options, "official": True})
-
-
 @dataclass
 class FinishedStudy:
     """What later commands (``bon select``, ``bon curve``) read back from a run folder."""
@@ -336,22 +316,6 @@ class FinishedStudy:
                     return replace(j, label=label or j.label, options={**j.options, **(options or {})}).create("judge")
                 return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
-
-
-def recorded_study(config: Path) -> dict[str, Any]:
-    """The ``study`` section of a run folder's ``config.yaml`` (the provenance beside it left out)."""
-    recorded = read_yaml(config)
-    study = recorded.get("study") if isinstance(recorded, dict) else None
-    if not isinstance(study, dict):
-        raise BonError(f"{config}: no 'study' section")
-    return study
-
-
-def read_study_config(run: RunFolder) -> StudyConfig:
-    """The study configuration saved in the run folder's ``config.yaml``."""
-    from bon.config import parse_config
-
-    return parse_config({k: v for k, v in recorded_study(run.config).items() if v is not None}, where=str(run.config))
 
 
 def load_study(run_dir) -> FinishedStudy:
@@ -440,64 +404,3 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
                                                                   "spearman_rho"]), stats, stopped)
     write_report(bundle, run)
     return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)
-
-
-# --- stats.json, or what it records rebuilt from the store -------------------------------------------
-
-
-def recorded_or_rebuilt_stats(run: RunFolder, cfg: StudyConfig) -> dict[str, Any]:
-    """``stats.json`` when it is there; else its judges' identities and paid calls rebuilt from the judgment
-    store (a missing stats.json never silently drops a judge from an analysis)."""
-    from bon.runfolder import read_stats
-
-    stats = read_stats(run.stats)
-    return stats if stats is not None else stats_from_store(run, cfg)
-
-
-def config_identities(cfg: StudyConfig) -> dict[str, dict[str, Any]]:
-    """Each judge's identity (the store's key), built from the config as a first start checks it (building is
-    cheap: weights load on first use). Served judges are left out: building one starts its servers."""
-    from bon.lifecycle import release
-
-    identities = {}
-    for spec in cfg.judges:
-        if spec.serve is not None:
-            continue
-        try:
-            judge = official_spec(spec, cfg.official).create("judge", f"{cfg.source}: judge {spec.label}")
-        except Exception as exc:  # noqa: BLE001 - a plugin that cannot be built here (a missing extra)
-            raise BonError(f"{cfg.source}: judge {spec.label}: cannot rebuild its identity ({first_line(exc)})") from None
-        try:
-            identities[spec.label] = judge.identity()
-        finally:
-            release(judge)
-    return identities
-
-
-def stats_from_store(run: RunFolder, cfg: StudyConfig) -> dict[str, Any]:
-    """What stats.json records of each judge (identity, answers paid for, money, judge seconds, tokens, in
-    all and in the selection stage), summed from the store's answers; marked ``rebuilt_from_store``."""
-    from bon.store import judge_id, read_only_store
-
-    identities = config_identities(cfg)
-    judges: dict[str, Any] = {}
-    if run.store.exists():
-        with read_only_store(run.store) as db:
-            for label, identity in identities.items():
-                total, selection = (_paid(db, judge_id(identity), stage) for stage in (None, "selection"))
-                judges[label] = {**total, "total": total, "selection": selection}
-    recorded = {"judges": identities, "verifier": {}}
-    return {"judges": judges, "identities": recorded, "n": cfg.n, "seed": cfg.seed, "strategy": cfg.strategy.name,
-            "shared_grader": shared_grader_flags(cfg, recorded), "rebuilt_from_store": True}
-
-
-def _paid(db: Any, jid: str, stage: str | None) -> dict[str, Any]:
-    totals = {"calls_made": 0, "cost_usd": 0.0, "judge_seconds": 0.0, "input_tokens": 0, "output_tokens": 0}
-    where, args = ("AND stage = ?", (jid, stage)) if stage else ("", (jid,))
-    for table in ("judgments", "scores"):
-        made, cost, secs, tin, tout = db.execute(
-            f"SELECT COUNT(*), SUM(cost_usd), SUM(seconds), SUM(input_tokens), SUM(output_tokens) FROM {table} "
-            f"WHERE judge_id = ? {where}", args).fetchone()
-        for key, value in zip(totals, (made, cost, secs, tin, tout)):
-            totals[key] += value or 0
-    return totals

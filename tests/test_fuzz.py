@@ -536,7 +536,7 @@ def test_tradeoff_without_stats_json_keeps_every_setting(fixtures, extras, tmp_p
     shutil.copytree(fixtures.run, tmp_path / "run")
     (tmp_path / "run/stats.json").unlink()
     from bon.runfolder import RunFolder
-    from bon.study import read_study_config, recorded_or_rebuilt_stats
+    from bon.recorded import read_study_config, recorded_or_rebuilt_stats
 
     run = RunFolder(tmp_path / "run", existing=True)
     rebuilt = recorded_or_rebuilt_stats(run, read_study_config(run))
