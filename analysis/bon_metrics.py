@@ -39,7 +39,7 @@ import yaml
 
 from bon.content import TASKS, read_jsonl
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.runfolder import RunFolder, check_n, check_pick, check_unique_picks
 from bon.seeds import derive_seed
 
 ScoreKey = tuple[str, str, int]
@@ -66,7 +66,17 @@ def load_picks(run_dir: Path) -> list[dict[str, Any]]:
     path = RunFolder(Path(run_dir), existing=True).picks
     if not path.exists():
         raise BonError(f"{path}: no picks; is {run_dir} a finished study folder?")
-    return [rec for _, rec in read_jsonl(path)]
+    return checked_picks(path, run_n(run_dir))
+
+
+def checked_picks(path: Path, n: int | None) -> list[dict[str, Any]]:
+    """A picks file, read strictly (it is written whole, so a cut line is damage) and checked line by line:
+    indices that are candidates of the prompt, no pick twice."""
+    lines = [(f"{path}:{k}", rec) for k, rec in read_jsonl(path, torn_tail_ok=False)]
+    for where, rec in lines:
+        check_pick(rec, where, n)
+    check_unique_picks(lines)
+    return [rec for _, rec in lines]
 
 
 def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
@@ -75,8 +85,9 @@ def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
     smaller ``--n`` are left out (their random and oracle levels are of another N)."""
     run = RunFolder(Path(run_dir), existing=True)
     records, seen = [], set()
+    n = run_n(run_dir)
     for path in run.picks_files():
-        mine = [rec for _, rec in read_jsonl(path)]
+        mine = checked_picks(path, n if path == run.picks else None)  # a `--n` file's picks are of its smaller n
         if path != run.picks:
             mine = [r for r in mine if run.picks_file(r.get("judge", ""), r.get("strategy", "")) == path]
         keys = {(r.get("judge"), r.get("strategy", "")) for r in mine}
@@ -89,10 +100,17 @@ def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
 
 def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
     """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
-    path = RunFolder(Path(run_dir), existing=True).scores
-    if not path.exists():
-        raise BonError(f"{path}: no verifier scores; is {run_dir} a finished study folder?")
-    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)}
+    run = RunFolder(Path(run_dir), existing=True)
+    if not run.scores.exists():
+        raise BonError(f"{run.scores}: no verifier scores; is {run_dir} a finished study folder?")
+    scores = {}
+    for k, r in read_jsonl(run.scores):
+        try:
+            scores[(str(r["generator"]), str(r["prompt_id"]), int(r["index"]))] = r
+        except (KeyError, TypeError, ValueError):
+            raise BonError(f"{run.scores}:{k}: expected generator, prompt_id and an integer index") from None
+    check_n(run.config, run_n(run_dir), run.scores, ((pid, index) for _, pid, index in scores))
+    return scores
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:

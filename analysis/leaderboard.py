@@ -57,7 +57,25 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
 
 
 def load_stats(run_dir: Path) -> dict[str, Any]:
-    return read_json(RunFolder(Path(run_dir), existing=True).stats) or {}
+    """stats.json (an object, else a one-line error); when it is missing, what it records of the judges rebuilt
+    from the config and the store, with the judges sharing the verifier's grader (so no judge's costs go missing
+    and the leakage guard still leaves the verifier's twins out), or nothing without a readable config."""
+    from analysis.predictors import shared_grader
+    from bon.recorded import grader_view, plugin_identity, read_study_config, stats_from_store
+    from bon.runfolder import read_stats
+
+    run = RunFolder(Path(run_dir), existing=True)
+    stats = read_stats(run.stats)
+    if stats is not None:
+        return stats
+    try:
+        cfg = read_study_config(run)
+        stats = stats_from_store(run, cfg)
+        verifier = grader_view("verifier", cfg.verifier, plugin_identity("verifier", cfg.verifier, cfg.source))
+    except BonError:
+        return {}
+    judges = [grader_view("judge", spec, stats["identities"]["judges"].get(spec.label, {})) for spec in cfg.judges]
+    return {**stats, "shared_grader": shared_grader(judges, verifier)}
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:

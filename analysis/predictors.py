@@ -49,6 +49,7 @@ from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearso
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
+from analysis.markdown import md_label
 
 PREDICTORS = {
     "overall": "accuracy, all pairs",
@@ -310,7 +311,7 @@ def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> str:
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return "–" if not math.isfinite(v) else f"{v:+.2f}" if abs(v) <= 1.0 and v != 0 else f"{v:.1f}"
-    return "–" if v is None else str(v)
+    return "–" if v is None else md_label(v)
 
 
 def _iv(lo: Any, hi: Any) -> str:

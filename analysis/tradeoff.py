@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from analysis.bon_metrics import read_json
+from analysis.markdown import md_label
 from analysis.leaderboard import judge_costs
 from bon import registry
 from bon.errors import BonError
@@ -94,7 +95,7 @@ def cascade_judges(study: Any, asked: Sequence[str] = ()) -> list[str]:
             return []
         chosen = list(asked)
     else:
-        costs = judge_costs(read_json(study.run.stats))
+        costs = judge_costs(study.stats())
         plain = [j for j in study.cfg.judges if j.label in costs]
         accuracy = _mean_accuracies(study.run.root)
         if accuracy:  # a cheap judge worth trusting: at least as accurate on the preference set as the median judge
@@ -140,12 +141,13 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     settings = list(settings or default_settings())
     if not settings or settings[0].label != REFERENCE:
         raise BonError(f"trade-off: the first setting must be the reference {REFERENCE!r}")
+    study.require_scores()  # the records are verifier scores: refuse before any judge call
     groups = [(p, by_prompt[p.id]) for by_prompt in study.candidates.values() for p in study.prompts]
     if not groups:
         raise BonError(f"{study.run.root}: no Best-of-N prompts in this study; nothing to trade off")
     baseline = _baselines(study.scores, groups)
     # money per selection-stage call, as the leaderboard prices the same judge's full protocol
-    costs = {name: c["usd_per_call"] for name, c in judge_costs(read_json(study.run.stats)).items()}
+    costs = {name: c["usd_per_call"] for name, c in judge_costs(study.stats()).items()}
     cheap = {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"}
     store = JudgmentStore(study.run.store)
     records: list[dict[str, Any]] = []
@@ -412,23 +414,23 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
     for r in records:
         cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
-        lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
                      f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
     noted = [r for r in records if r.get("note")]
     if noted:
         lines += ["", "**Calibrated gates, cascades and the uncertainty strategy** (what each did for the judge):"]
-        lines += [f"- {r['judge']}: {r['setting']}: {r['note']}" for r in noted]
+        lines += [f"- {md_label(r['judge'])}: {md_label(r['setting'])}: {r['note']}" for r in noted]
     unsafe = [r for r in records if r.get("gating") == "unsafe"]
     if unsafe:
         lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches, "
                   "or a calibrated gate's audit did):"]
-        lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
+        lines += [f"- {md_label(r['judge'])}: {md_label(r['setting'])}" for r in unsafe]
     if max_loss is not None:
         lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "
                       "(upper end of its 95% interval; unsafe gates left out):"]
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
-            lines.append(f"- {judge}: {best['setting']} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ degenerate analysis exits with one line and leaves the folder as it was.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,7 @@ import click
 from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
                      write_numbers)
 from bon.errors import BonError
+from bon.runlock import holds_writer_lock, writer_lock
 
 RUN = run_option("A finished study folder.")
 JSON = json_option("the numbers (strict JSON)")
@@ -68,11 +70,20 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
            predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
            overlapping_pairs: Optional[str], on_failure: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
+    check_output_file(json_out)
+    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
+    in_place = accuracies == "run" and pairs is None and (out_dir is None or out_dir.resolve() == run_dir.resolve())
+    with writer_lock(run_dir, "bon report") if in_place and run_dir.is_dir() else nullcontext():  # one writer at a time
+        _report(run_dir, out_dir, bootstrap, seed, accuracies, bench_dir, pairs, power, max_loss, grader_judges,
+                overlapping_pairs, json_out, lock_output=not in_place)
+
+
+def _report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+            pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
+            json_out: Optional[Path], lock_output: bool) -> None:
     from analysis.bundle import compute
     from analysis.report import write_report
 
-    check_output_file(json_out)
-    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
     bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
@@ -82,7 +93,8 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
         raise BonError(f"{run_dir}: {problem}; nothing written")
     folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
     try:
-        written = write_report(bundle, folder)
+        with writer_lock(folder.root, "bon report") if lock_output else nullcontext():
+            written = write_report(bundle, folder)
     except OSError as exc:
         raise BonError(f"{exc.filename or folder.root}: cannot write the report ({exc.strerror})") from None
     pooled = bundle.pooled()
@@ -211,6 +223,7 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
 @json_option("the records (strict JSON)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Folder for tradeoff.json and figures/ (default: the run folder).")
+@holds_writer_lock("run_dir", "bon tradeoff")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
                      margin_gates: tuple[float, ...], cascades: tuple[str, ...], strategy_options: tuple[str, ...],
                      max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:

@@ -18,6 +18,7 @@ import click
 from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
                      run_option, write_numbers)
 from bon.errors import BonError
+from bon.runlock import holds_writer_lock
 
 
 @app.command()
@@ -151,6 +152,7 @@ def _summary(correlations, results) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the candidates.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M", help="Only the first M prompts.")
 @json_option("the summary")
+@holds_writer_lock("out_dir", "bon generate")
 def generate(generator_spec: str, label: Optional[str], generator_options: tuple[str, ...], suite: Path, n: int, out_dir: Path,
              batch_size: Optional[int], seed: int, limit: Optional[int], json_out: Optional[Path]) -> None:
     """Sample N candidates per prompt of a suite; prompts already done are skipped."""
@@ -172,6 +174,7 @@ def generate(generator_spec: str, label: Optional[str], generator_options: tuple
 @click.option("--label", default=None, metavar="NAME", help="Name of another verifier's scores (default: its spec): scores_<label>.jsonl.")
 @plugin_options("verifier")
 @json_option("the summary")
+@holds_writer_lock("run_dir", "bon verify")
 def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_options: tuple[str, ...], json_out: Optional[Path]) -> None:
     """Score every candidate of a study once (resumable); another verifier writes scores_<label>.jsonl."""
     from bon.runfolder import RunFolder
@@ -285,6 +288,7 @@ def _referee(study, judge, command: str, retry_missing: bool = False) -> Iterato
 @_judge_on_a_study("picks and tables")
 @click.option("--n", "n", type=int, default=None, metavar="N", help="Use only the first n candidates of each prompt (2 ≤ n ≤ N).")
 @json_option("calls, results and picks")
+@holds_writer_lock("run_dir", "bon select")
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
            strategy_options: tuple[str, ...], retry_missing: bool, n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
@@ -323,6 +327,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
 @_judge_on_a_study("the curve file")
 @click.option("--subsets", type=click.IntRange(min=1), default=20, metavar="K", show_default=True, help="Random n-subsets per prompt.")
 @json_option("the curve")
+@holds_writer_lock("run_dir", "bon curve")
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
           strategy_options: tuple[str, ...], retry_missing: bool, subsets: int, json_out: Optional[Path]) -> None:
     """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
@@ -332,10 +337,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
     check_output_file(json_out)
-    unscored = [c.key for by in study.candidates.values() for cands in by.values() for c in cands if c.key not in study.scores]
-    if unscored:  # the curve's numbers are verifier scores: refuse before any judge call, not halfway with a KeyError
-        raise BonError(f"{study.run.scores}: {len(unscored)} candidates have no verifier score (first {unscored[0]}); "
-                       "rerun the study (or `bon verify`) first")
+    study.require_scores()  # the curve's numbers are verifier scores: refuse before any judge call
     with _referee(study, judge, "curve", retry_missing) as referee:
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
     out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
