@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
-                     run_option, write_numbers)
+from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
+                     retry_missing_option, run_option, write_numbers)
 from bon.errors import BonError
 
 
@@ -290,6 +290,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
                              "gates": referee.gate_reports(),
                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
+    exit_if_calls_pending(s.transient)
 
 
 @app.command()
@@ -319,6 +320,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
     write_numbers(json_out, record)
+    exit_if_calls_pending(referee.stats.transient)
 
 
 @app.command()
