@@ -103,7 +103,13 @@ def test_sglang_command_line(tmp_path):
 
 
 @pytest.mark.parametrize("serve, options, wanted", [
-    ({"engine": "tgi"}, {}, "serve: engine must be vllm or sglang, got 'tgi'"),
+    ({"engine": "tgi"}, {}, "serve: engine must be vllm, sglang, transformers or command, got 'tgi'"),
+    ({"engine": "command"}, {}, "serve: engine command needs command: the server's command line"),
+    ({"engine": "command", "command": "srv --port {prot}"}, {}, "command word '{prot}': unknown"),
+    ({"engine": "vllm", "command": ["x"]}, {}, "serve: command is for engine command"),
+    ({"engine": "command", "command": ["x"], "health": "health"}, {}, "serve: health must be a path starting with /"),
+    ({"engine": "transformers", "model": "/w"}, {}, "transformers serve names its model by the weights it loads"),
+    ({"engine": "transformers", "tensor_parallel": 2}, {}, "transformers serve has no tensor or data parallelism"),
     ({"engine": "vllm", "replica": 2}, {}, "serve: unknown key(s) replica (known: engine, model,"),
     ({"engine": "vllm", "replicas": 0}, {}, "serve: replicas must be an integer of at least 1, got 0"),
     ({"engine": "vllm", "tensor_parallel": 2, "gpus_per_replica": 1}, {}, "gpus_per_replica 1 is less than"),
