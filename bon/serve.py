@@ -53,6 +53,9 @@ HOST = "127.0.0.1"  # every request to a replica comes from the process that sta
 PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # the client built before any server runs (options and identity only)
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL for a server that has not exited
 HEALTH_NOTE_S = 30.0  # a progress line this often while a server loads
+# Fault injection for tests: "MARKER:K" makes the first replica that has sent K requests create MARKER
+# and kill its own server (SIGKILL to its process group, as an OOM kill would) before its next batch.
+KILL_ENV = "BON_SERVE_KILL_ONCE"
 
 
 class ServerLost(Stopped):
@@ -107,7 +110,7 @@ class ServeSettings:
             args = ["--model-path", self.model, "--host", HOST, "--port", str(port), "--served-model-name", self.served_name,
                     "--tp-size", str(self.tensor_parallel), "--dp-size", str(self.data_parallel)]
         else:  # transformers serve: the model it loads is the name requests use; one device per replica
-            program = ["transformers"]
+            program = [sys.executable, "-m", "transformers.cli.transformers"]  # `transformers`, from this Python
             args = ["serve", self.model, "--host", HOST, "--port", str(port),
                     "--device", "cpu" if self.gpus_per_replica == 0 else "auto"]
         return [*(self.launcher or program), *args, *self.args]
@@ -384,6 +387,7 @@ class LocalReplica:
         command = self.settings.command(self.port, gpus if gpus is not None else os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.server = ServerProcess(command, env, log_dir / f"{spec.label}-{index}.log", self.where)
         self.client: Any = None
+        self.sent = 0  # requests this replica's client has sent
 
     def start(self) -> None:
         self.server.start()
@@ -409,11 +413,24 @@ class LocalReplica:
         return [str(e.get("id")) for e in entries if isinstance(e, dict)] if isinstance(entries, list) else None
 
     def judge(self, comparisons: list[Comparison]) -> tuple[list[Verdict], str | None]:
+        self._fault_point()
         if not self.server.alive():
             reason = self.server.exit_reason()
             return [Verdict.failed(reason, transient=True) for _ in comparisons], reason
         verdicts = self.client.judge(comparisons)
+        self.sent += len(comparisons)
         return verdicts, None if self.server.alive() else self.server.exit_reason()
+
+    def _fault_point(self) -> None:
+        marker, _, after = os.environ.get(KILL_ENV, "").rpartition(":")
+        if not marker or self.sent < int(after or 1) or not self.server.alive():
+            return
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # another replica was killed already
+        _signal_group(self.server.proc.pid, signal.SIGKILL)
+        self.server.proc.wait()
 
     def stop(self) -> None:
         if self.client is not None:
