@@ -276,7 +276,7 @@ class RayExecutor:
     def start_replicas(self, judge: Any) -> list[RayReplica]:
         """One actor per replica with ``gpus_per_replica`` GPUs, each server started on its node; all
         waited for together, and all stopped again if one fails."""
-        from ray.exceptions import RayTaskError
+        from ray.exceptions import GetTimeoutError, RayTaskError
 
         settings = judge.settings
         have = self.ray.cluster_resources().get("GPU", 0)
@@ -288,14 +288,19 @@ class RayExecutor:
                                                         max_task_retries=0, runtime_env={"env_vars": env})
         replicas = [RayReplica(self.ray, remote.remote(judge.spec, i), f"judge {judge.name}: replica {i}")
                     for i in range(settings.replicas)]
+        wait = settings.startup_timeout + self.lost_node_timeout  # loading, plus finding a place: never forever
         try:
-            wheres = self.ray.get([r.actor.ready.remote() for r in replicas])
+            wheres = self.ray.get([r.actor.ready.remote() for r in replicas], timeout=wait)
         except BaseException as exc:
             for replica in replicas:
                 replica.stop()
             cause = getattr(exc, "cause", None) if isinstance(exc, RayTaskError) else None
             if isinstance(cause, BonError):
                 raise BonError(str(cause)) from None
+            if isinstance(exc, GetTimeoutError):
+                raise NodeLost(f"judge {judge.name}: {settings.replicas} replicas not ready within startup_timeout + "
+                               f"lost_node_timeout = {wait:g} s (no place for a replica's actor, or its server still "
+                               "loading); rerun when the cluster has room") from None
             raise
         for replica, where in zip(replicas, wheres):
             replica.where = where
