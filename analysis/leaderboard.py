@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -114,7 +115,8 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
         gain = bon - np.nanmean(rnd, 1)
     uninformed = [no_information(sub[sub.judge == judge]) for judge in judges]
     best = _best(bon, uninformed)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a judge with no scored pick (or no best): NaN, said so
         diffs = scores - (scores[best] if best is not None else np.nan)  # paired per prompt; NaN where either is unscored
         diff = np.nanmean(np.where(np.isfinite(diffs), diffs, np.nan), 1) if diffs.size else diffs
     p = np.array([math.nan if j == best or best is None else sign_flip_p(diffs[j], permutations,
