@@ -170,7 +170,8 @@ class OpenAIEndpoint:
     def client(self) -> Any:
         if self._client is None:
             openai = require("openai", self.who)
-            self._client = openai.OpenAI(api_key=self.key(), base_url=self.base_url, max_retries=0, timeout=self.timeout)
+            self._client = openai.OpenAI(api_key=self.key(), base_url=self.base_url, max_retries=self.max_retries,
+                                         timeout=self.timeout)  # the SDK's retries for other calls (Batch API jobs)
         return self._client
 
     def close(self) -> None:
@@ -194,7 +195,7 @@ class OpenAIEndpoint:
             attempts += 1
             try:
                 resp = client.post(path, cast_to=_httpx().Response, body=payload, files=files,
-                                   options={**options, "timeout": self._attempt_timeout()})
+                                   options={**options, "timeout": self._attempt_timeout(), "max_retries": 0})
                 break
             except Exception as exc:  # noqa: BLE001 - classify decides what it means
                 failure = self.classify(exc, key, attempts)
