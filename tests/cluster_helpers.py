@@ -6,11 +6,13 @@ process group, so a node is killed, everything of it, by its group id), and a sm
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,8 +79,12 @@ class Cluster:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.port = folder, free_port()
         self.address = f"127.0.0.1:{self.port}"
+        # a temp dir of its own: `ray start --head` records its address in <temp dir>/ray_current_cluster, where
+        # a plain ray.init() of any other process on this machine would otherwise find (and join) it
+        self.temp = Path(tempfile.mkdtemp(prefix="bonray-", dir="/tmp"))  # short: Ray's socket paths live under it
         self.head = Node(["--head", f"--port={self.port}", f"--num-cpus={head_cpus}", "--num-gpus=0",
-                          "--include-dashboard=false", "--node-ip-address=127.0.0.1"], folder / "head.log")
+                          "--include-dashboard=false", "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp}"],
+                         folder / "head.log")
         self.workers: list[Node] = []
         self.wait_nodes(1)
         for cpus in worker_cpus:
@@ -106,6 +112,7 @@ class Cluster:
     def stop(self) -> None:
         for node in [*self.workers, self.head]:
             node.kill()
+        shutil.rmtree(self.temp, ignore_errors=True)
 
 
 def cluster_study(out: Path, address: str, workers: int, cpus_per_worker: float, lost_node_timeout: float) -> Path:
