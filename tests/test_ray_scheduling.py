@@ -151,3 +151,20 @@ def test_work_no_worker_can_take_ends_the_stage_within_the_timeout(clock, notes)
     assert "node node-0 was lost and no worker could be placed within lost_node_timeout 40 s" in message
     assert "judge j: 2 batches (4 items) pending" in message and "rerun" in message
     assert sum("waiting for a place for a worker" in line for line in notes) >= 2
+
+
+def test_a_batch_that_keeps_killing_its_worker_stops_the_stage(clock, notes):
+    """Not a lost node but a batch that kills every worker it reaches (say, out of memory): exit 3 after
+    MAX_WORKER_DEATHS tries, never a restart loop."""
+    from bon.errors import Stopped
+
+    class Deadly(Actor):
+        def _judge(self, label, chunk):
+            if 0 in chunk:
+                return Ref(self.fake.clock.now + 1.0, error=RayActorError())
+            return super()._judge(label, chunk)
+
+    fake = FakeRay(clock, places=10, seconds=lambda node, chunk: 1.0)
+    fake.remote = lambda cls: type("F", (), {"options": lambda self, **_: self, "remote": lambda self, specs: Deadly(fake)})()
+    with pytest.raises(Stopped, match=r"judge j: a batch of 2 items lost its worker 3 times"):
+        list(executor(fake, workers=2).judge_parts(Judge(), list(range(8))))

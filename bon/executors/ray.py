@@ -38,6 +38,7 @@ from bon.protocol import Comparison, Verdict
 KILL_ENV = "BON_RAY_KILL_ONCE"
 LOST_NODE_TIMEOUT_S = 300.0  # how long work may wait for a place after its node (or worker) is lost
 NOTE_EVERY_S = 15.0  # a progress line this often while waiting for a place
+MAX_WORKER_DEATHS = 3  # a batch whose worker died this often (killed by what it asks?) stops the stage
 
 
 class NodeLost(Stopped):
@@ -311,7 +312,7 @@ class RayExecutor:
         for a live worker; a plugin's own one-line error (BonError) stays one line."""
         from ray.exceptions import RayActorError, RayTaskError
 
-        queue, running = deque(range(len(tasks))), {}
+        queue, running, deaths = deque(range(len(tasks))), {}, [0] * len(tasks)
         while queue or running:
             for slot in self.slots():
                 if queue and slot.starting is None and not slot.busy:
@@ -329,6 +330,11 @@ class RayExecutor:
                 try:
                     result = self.ray.get(ref)
                 except RayActorError as exc:
+                    deaths[i] += 1
+                    if deaths[i] >= MAX_WORKER_DEATHS:  # not a lost node but a batch that kills its worker
+                        raise Stopped(f"executor ray: {what}: a batch of {len(tasks[i]) if isinstance(tasks[i], list) else 1} "
+                                      f"items lost its worker {deaths[i]} times ({str(exc).splitlines()[0][:120]}); "
+                                      "everything returned is stored: rerun (with a smaller batch) to retry it") from None
                     queue.appendleft(i)
                     self._lost(slot, exc)
                     continue
