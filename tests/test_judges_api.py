@@ -383,3 +383,20 @@ def test_paper_judge_config_lists_valid_judges_and_options():
         if "api_key_env" in spec.options:
             assert spec.options["api_key_env"] in ("OPENAI_API_KEY", "GEMINI_API_KEY", None)
 
+
+
+@needs_openai
+def test_a_study_whose_api_judge_has_no_server_yet_exits_3(monkeypatch, tmp_path, capsys):
+    """The preflight's refused connection is transient in `bon run` too: exit 3 (start the server, rerun)."""
+    import yaml
+
+    from bon.demo import demo_raw
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    raw = demo_raw(out=tmp_path / "run", prompts=2, n=2, seed=1)
+    raw["tasks"], raw["judges"] = ["t2i"], [{"name": "openai-compatible:m", "label": "api",
+                                              "options": {"base_url": refused_url(), "api_key_env": KEY_ENV}}]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", str(tmp_path / "c.yaml")]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "refused the connection" in err and err.startswith("bon: stopped") and "\n" not in err
