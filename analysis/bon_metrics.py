@@ -45,7 +45,7 @@ from bon.seeds import derive_seed
 ScoreKey = tuple[str, str, int]
 GROUP = ["task", "generator", "judge", "strategy"]
 PROMPT_COLUMNS = [*GROUP, "prompt_id", "index", "pick_score", "random_score", "oracle_score", "win", "rank",
-                  "n_scored", "hit", "calls", "missing"]
+                  "n_scored", "hit", "calls", "missing", "informed"]
 METRIC_COLUMNS = [
     *GROUP, "prompts", "n", "bon_score", "bon_lo", "bon_hi", "random_score", "oracle_score",
     "gain", "gain_lo", "gain_hi", "recovery", "recovery_lo", "recovery_hi", "win_rate", "win_lo", "win_hi",
@@ -182,6 +182,45 @@ def _pick_stats(values: np.ndarray, index: int) -> dict[str, float]:
     return out
 
 
+UNDECIDED_RULES = ("no-verdict", "coin")  # matches the judge's verdicts did not decide (bon.protocol.decide_match)
+
+
+def pick_informed(pick: Mapping[str, Any]) -> bool:
+    """Whether the judge's answers decided anything in this pick: not every call missing, and (for a
+    bracket) some match won by votes or scores rather than by the seeded coin."""
+    calls, missing = int(pick.get("calls", 0) or 0), int(pick.get("missing", 0) or 0)
+    if calls and missing >= calls:
+        return False
+    rules = [m[3] for m in pick.get("matches") or [] if isinstance(m, (list, tuple)) and len(m) > 3]
+    return not rules or any(rule not in UNDECIDED_RULES for rule in rules)
+
+
+def no_information(rows: pd.DataFrame) -> str | None:
+    """Why one judge's picks in one setting carry no information, or None. Such a judge (every verdict
+    missing, or every match a tie the coin decided) picked by chance: it is never "best" anywhere."""
+    if rows.empty:
+        return None
+    informed = rows["informed"] if "informed" in rows else pd.Series(True, index=rows.index)
+    calls, missing = int(rows["calls"].sum()), int(rows["missing"].sum())
+    if calls and missing >= calls:
+        return f"no information: every verdict missing ({missing} of {calls} calls)"
+    if not informed.astype(bool).any():
+        return "no information: every match a tie (decided by the seeded coin)"
+    return None
+
+
+def uninformed_judges(prompts: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
+    """(task, generator, judge, strategy) -> why that judge's picks there carry no information."""
+    out: dict[tuple[str, str, str, str], str] = {}
+    if prompts.empty:
+        return out
+    for key, rows in prompts.groupby(GROUP, sort=False):
+        reason = no_information(rows)
+        if reason:
+            out[tuple(key)] = reason
+    return out
+
+
 def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
                  n: int | None = None) -> pd.DataFrame:
     """One row per pick: its score, the prompt's random and oracle levels, win rate and rank."""
@@ -193,7 +232,8 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
         index = int(pk.get("index", -1))
         rows.append({"task": pk["task"], "generator": gen, "judge": pk["judge"], "strategy": pk.get("strategy", ""),
                      "prompt_id": pid, "index": index, **_pick_stats(values, index),
-                     "calls": int(pk.get("calls", 0) or 0), "missing": int(pk.get("missing", 0) or 0)})
+                     "calls": int(pk.get("calls", 0) or 0), "missing": int(pk.get("missing", 0) or 0),
+                     "informed": pick_informed(pk)})
     table = pd.DataFrame(rows, columns=PROMPT_COLUMNS)
     dup = table.duplicated([*GROUP, "prompt_id"], keep=False)
     if dup.any():

@@ -22,6 +22,7 @@ import pandas as pd
 
 from analysis.bon_metrics import load_scores, task_order
 from analysis.bundle import ReportBundle, compute, inline
+from analysis.leaderboard import is_best
 from analysis.plots import TASK_TITLES
 from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
@@ -309,11 +310,11 @@ def leaderboard_columns() -> list[Column]:
         col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"), col("BoN", "bon_score", ".3f"),
         interval("95% CI", "bon_lo", "bon_hi", ".3f"), col("gain", "gain", "+.3f"),
         ("vs best", "paired difference of means on the same prompts", lambda r: r.get("diff_vs_best"),
-         lambda r: "best" if r.get("rank") == 1 else fmt("+.3f")(r.get("diff_vs_best"))),
+         lambda r: "best" if is_best(r) else fmt("+.3f")(r.get("diff_vs_best"))),
         ("95% CI", "", lambda r: r.get("diff_lo"),
-         lambda r: "" if r.get("rank") == 1 else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
+         lambda r: "" if is_best(r) else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
         col("p (Holm)", "p_holm", fmt_p, "sign-flip permutation p-value, Holm-adjusted over the judges"),
-        text("verdict", lambda r: "best" if r.get("rank") == 1 else ("tied" if r.get("tied_with_best") else "worse")),
+        text("verdict", lambda r: r.get("no_information") or ("best" if is_best(r) else ("tied" if r.get("tied_with_best") else "worse"))),
         col("calls/prompt", "calls_per_prompt", ".1f"), col("$/prompt", "usd_per_prompt", ".4f"),
         col("s/prompt", "seconds_per_prompt", ".4f"), col("gain/call", "gain_per_call", "+.4f"),
         col("gain/$", "gain_per_dollar", "+.1f"),
@@ -389,9 +390,10 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
                  "optimistic.</p>")
     if lb is not None and not lb.empty:
         for (task, gen, strategy), sub in lb.groupby(["task", "generator", "strategy"], sort=False):
-            tied = int(sub["tied_with_best"].sum()) - 1  # the best itself is not counted
-            parts.append(f"<details><summary>{esc(TASK_TITLES.get(task, task))} / {esc(gen)} ({esc(strategy)}): best "
-                         f"{esc(sub.iloc[0]['judge'])}, {tied} judge(s) tied with it</summary>"
+            tied = max(0, int(sub["tied_with_best"].sum()) - 1)  # the best itself is not counted
+            best = [r["judge"] for r in records(sub) if is_best(r)]
+            lead = f"best {esc(best[0])}, {tied} judge(s) tied with it" if best else "no judge with information"
+            parts.append(f"<details><summary>{esc(TASK_TITLES.get(task, task))} / {esc(gen)} ({esc(strategy)}): {lead}</summary>"
                          + html_table(records(sub), leaderboard_columns()) + "</details>")
     parts.append(cheapest_html(b.cheapest(), b.max_loss))
     parts.append(tradeoff_html(b.tradeoff, figs.get("tradeoff")))

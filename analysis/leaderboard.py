@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, load_picks, load_scores, load_selected_picks,
-                                  percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n, setting_intervals,
-                                  setting_matrix, weighted_means)
+                                  no_information, percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n,
+                                  setting_intervals, setting_matrix, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -36,7 +37,7 @@ from bon.seeds import derive_seed
 LEADERBOARD_COLUMNS = [
     "task", "generator", "strategy", "rank", "judge", "mmrb2_accuracy", "prompts", "bon_score", "bon_lo", "bon_hi",
     "gain", "gain_lo", "gain_hi", "diff_vs_best", "diff_lo", "diff_hi", "p_vs_best", "p_holm", "tied_with_best",
-    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar",
+    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar", "no_information",
 ]
 EXACT_SIGN_FLIP_MAX = 16
 
@@ -130,10 +131,13 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
     with np.errstate(invalid="ignore"):
         bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
         gain = bon - np.nanmean(rnd, 1)
-    best = int(np.nanargmax(bon))
-    diffs = scores - scores[best]  # paired per prompt; NaN where either pick is unscored
-    diff = np.nanmean(diffs, 1)
-    p = np.array([math.nan if j == best else sign_flip_p(diffs[j], permutations,
+    uninformed = [no_information(sub[sub.judge == judge]) for judge in judges]
+    best = _best(bon, uninformed)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a judge with no scored pick (or no best): NaN, said so
+        diffs = scores - (scores[best] if best is not None else np.nan)  # paired per prompt; NaN where either is unscored
+        diff = np.nanmean(np.where(np.isfinite(diffs), diffs, np.nan), 1) if diffs.size else diffs
+    p = np.array([math.nan if j == best or best is None else sign_flip_p(diffs[j], permutations,
                                                          derive_seed(seed, "sign-flip", task, generator, judges[j]))
                   for j in range(len(judges))])
     p_adj = holm(p)
@@ -151,14 +155,23 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
             "bon_score": bon[j], "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j], "gain": gain[j],
             "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
             "diff_vs_best": diff[j], "diff_lo": dlo[j], "diff_hi": dhi[j], "p_vs_best": p[j], "p_holm": p_adj[j],
-            "tied_with_best": bool(j == best or not (p_adj[j] < 0.05)),
+            "tied_with_best": bool(j == best or (best is not None and not uninformed[j] and not (p_adj[j] < 0.05))),
             "calls_per_prompt": cpp, "usd_per_prompt": usd, "seconds_per_prompt": sec,
             "gain_per_call": gain[j] / cpp if cpp else math.nan,
             "gain_per_dollar": gain[j] / usd if np.isfinite(usd) and usd > 0 else math.nan,
+            "no_information": uninformed[j] or "",
         })
-    table = pd.DataFrame(rows).sort_values(["bon_score", "judge"], ascending=[False, True], kind="stable")
+    table = pd.DataFrame(rows)  # judges with no information after every judge with some, never first by chance
+    table = table.assign(_last=table["no_information"] != "").sort_values(
+        ["_last", "bon_score", "judge"], ascending=[True, False, True], kind="stable").drop(columns="_last")
     table.insert(3, "rank", np.arange(1, len(table) + 1))
     return table[LEADERBOARD_COLUMNS].reset_index(drop=True)
+
+
+def _best(bon: np.ndarray, uninformed: list[str | None]) -> int | None:
+    """The judge with the highest BoN score among those whose verdicts carry information (None: none does)."""
+    usable = [j for j in range(len(bon)) if not uninformed[j] and np.isfinite(bon[j])]
+    return max(usable, key=lambda j: bon[j]) if usable else None
 
 
 def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = None,
@@ -200,6 +213,11 @@ def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | No
     return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed)
 
 
+def is_best(row: Mapping[str, Any]) -> bool:
+    """The leaderboard's best row: ranked first and with information (a judge that answered nothing is never best)."""
+    return row.get("rank") == 1 and not row.get("no_information")
+
+
 def format_leaderboard(table: pd.DataFrame) -> str:
     """A plain-text rendering for the console (``bon leaderboard``)."""
     if table.empty:
@@ -219,10 +237,12 @@ def format_leaderboard(table: pd.DataFrame) -> str:
 
     for r in table.itertuples():
         ci = f"[{f(r.bon_lo, '.3f')}, {f(r.bon_hi, '.3f')}]"
-        dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if r.rank > 1 else ""
-        mark = "  (not significantly worse)" if r.tied_with_best and r.rank > 1 else ""
+        top = is_best(r._asdict())
+        dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if not top else ""
+        mark = "  (not significantly worse)" if r.tied_with_best and not top else ""
+        mark = f"  ({r.no_information})" if r.no_information else mark
         lines.append(f"{r.rank:>2} {str(r.judge)[:21]:<22}{f(r.mmrb2_accuracy, '.1f'):>7}{f(r.bon_score, '.3f'):>7}  {ci:<14}"
-                     f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if r.rank > 1 else 'best':>9}  {dci:<16}"
+                     f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if not top else 'best':>9}  {dci:<16}"
                      f"{f(r.p_holm, '.3f'):>9}  {f(r.calls_per_prompt, '.1f'):>12}{f(r.usd_per_prompt, '.4f'):>10}"
                      f"{f(r.gain_per_call, '.4f'):>10}{mark}")
     return "\n".join(lines)

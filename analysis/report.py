@@ -20,7 +20,7 @@ import pandas as pd
 
 from analysis.bundle import ReportBundle, pooled_text, inline
 from analysis.markdown import md_label
-from analysis.bon_metrics import task_order
+from analysis.bon_metrics import task_order, uninformed_judges
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
 from analysis.predictors import figure_title, section_markdown
@@ -289,7 +289,12 @@ def interpret(b: ReportBundle) -> list[str]:
     if not below.empty:
         lines.append("Judges that did worse than a random pick: " + ", ".join(
             f"{md_label(j)} ({TASK_TITLES.get(t, t)} / {md_label(g)})" for t, g, j in below[["task", "generator", "judge"]].itertuples(index=False)) + ".")
-    lines.extend(_top_judge_agreement(b.metrics))
+    uninformed = uninformed_judges(b.prompts)
+    for (task, gen, judge, _), reason in uninformed.items():
+        lines.append(f"{md_label(judge)} ({TASK_TITLES.get(task, task)} / {md_label(gen)}): {reason}; it picked by chance and "
+                     "is never ranked best.")
+    informed = [tuple(k) not in uninformed for k in b.metrics[["task", "generator", "judge", "strategy"]].itertuples(index=False)]
+    lines.extend(_top_judge_agreement(b.metrics[informed]))
     missing = int(pd.to_numeric(b.metrics["missing_verdicts"], errors="coerce").fillna(0).sum())
     if missing:
         lines.append(f"{missing} judge calls during selection gave no usable verdict; they were not counted as votes "

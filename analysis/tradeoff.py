@@ -195,7 +195,7 @@ def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, refe
         "loss": _nanmean(reference - picked), "loss_lo": lo, "loss_hi": hi,
         "picks_changed": int(np.sum(~np.isclose(picked, reference, equal_nan=True))),
         "calls_made": referee.stats.calls_made, "calls_cached": referee.stats.calls_cached,
-        "calls_saved": referee.stats.calls_saved,
+        "calls_saved": referee.stats.calls_saved, "calls_pending": referee.stats.transient,
         "gating": flips.verdict_on_gating(safety[setting.confidence], setting.gate) if setting.gate is not None else None,
         **({"gate_safety": safety[setting.confidence]} if setting.gate is not None else {}),
     }

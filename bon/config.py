@@ -37,8 +37,8 @@ class PluginSpec:
 
             try:
                 return ServedJudge(self)
-            except BonError as exc:
-                raise BonError(f"{where}: {exc}" if where else str(exc)) from None
+            except BonError as exc:  # the same kind (a Stopped stays a Stopped), prefixed
+                raise type(exc)(f"{where}: {exc}" if where else str(exc)) from None
         return registry.create_from(kind, self.name, self._options(kind), where)
 
     def check(self, kind: str, where: str) -> None:

@@ -103,6 +103,14 @@ def write_numbers(json_out: Path | None, record: Any) -> None:
             raise BonError(f"{json_out}: cannot write ({exc.strerror})") from None
 
 
+def exit_if_calls_pending(pending: int) -> None:
+    """Exit 3 with one line while transient failures (a dead server, timeouts, 5xx) left calls
+    unanswered: nothing of theirs is stored as final, and the same command asks them again."""
+    if pending:
+        print(f"bon: {pending} calls pending after transient failures; rerun the same command to continue", file=sys.stderr)
+        raise click.exceptions.Exit(3)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         rc = app.main(args=argv, prog_name="bon", standalone_mode=False)

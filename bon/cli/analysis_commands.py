@@ -13,8 +13,8 @@ from typing import Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
-                     write_numbers)
+from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
+                     run_option, write_numbers)
 from bon.errors import BonError
 from bon.runlock import holds_writer_lock, writer_lock
 
@@ -258,6 +258,7 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
         if r.get("note"):
             out.print(f"{r['judge']}: {r['setting']}: {r['note']}", highlight=False)
     out.print(f"records: {paths['json']}  figure: {paths['figure']}")
+    exit_if_calls_pending(sum(r.get("calls_pending", 0) for r in records))  # transient failures: rerun
 
 
 @app.command()

@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
-                     run_option, write_numbers)
+from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
+                     retry_missing_option, run_option, write_numbers)
 from bon.errors import BonError
 from bon.runlock import holds_writer_lock
 
@@ -107,7 +107,7 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
                   f"in {outcome.run.root}; join all shards with `bon merge`")
     else:
-        _summary(outcome.correlations, outcome.results)
+        _summary(outcome.correlations, outcome.results, _uninformed(outcome))
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
@@ -127,18 +127,28 @@ def _exit_if_pending(pending: dict[str, int]) -> None:
         raise click.exceptions.Exit(3)
 
 
-def _summary(correlations, results) -> None:
-    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge."""
+def _uninformed(outcome) -> dict[tuple[str, str, str, str], str]:
+    """The judges whose picks carry no information (every verdict missing, every match a coin toss)."""
+    from analysis.bon_metrics import load_prompt_level, uninformed_judges
+
+    return uninformed_judges(load_prompt_level(outcome.run.root)) if len(outcome.results) else {}
+
+
+def _summary(correlations, results, uninformed: dict[tuple[str, str, str, str], str]) -> None:
+    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge
+    (among those with information: the others are listed with their reason)."""
     out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])")
     out.print(f"{'task':<12}{'generator':<11}{'judges':>6}{'r':>7}{'ρ':>7}{'random':>8}{'oracle':>8}  best judge (BoN score)")
     for row in correlations.itertuples():
         sub = results[(results.task == row.task) & (results.generator == row.generator)].dropna(subset=["bon_score"])
         if not len(sub):
             continue
-        best = sub.loc[sub.bon_score.idxmax()]
+        usable = sub[[(r.task, r.generator, r.judge, r.strategy) not in uninformed for r in sub.itertuples()]]
+        best = f"{usable.loc[usable.bon_score.idxmax()].judge} ({usable.bon_score.max():.3f})" if len(usable) else "none with information"
         out.print(f"{row.task:<12}{row.generator:<11}{row.n_judges:>6}{_fmt(row.pearson_r, '+.2f'):>7}{_fmt(row.spearman_rho, '+.2f'):>7}"
-                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {best.judge} ({best.bon_score:.3f})",
-                  highlight=False)
+                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {best}", highlight=False)
+    for (task, gen, judge, strategy), reason in uninformed.items():
+        out.print(f"{task}/{gen}: {judge} ({strategy}): {reason}; never counted as best", highlight=False)
 
 
 @app.command()
@@ -321,6 +331,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
                              "gates": referee.gate_reports(),
                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
+    exit_if_calls_pending(s.transient)
 
 
 @app.command()
@@ -348,6 +359,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
     write_numbers(json_out, record)
+    exit_if_calls_pending(referee.stats.transient)
 
 
 @app.command()
