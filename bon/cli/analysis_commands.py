@@ -75,12 +75,12 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     in_place = accuracies == "run" and pairs is None and (out_dir is None or out_dir.resolve() == run_dir.resolve())
     with writer_lock(run_dir, "bon report") if in_place and run_dir.is_dir() else nullcontext():  # one writer at a time
         _report(run_dir, out_dir, bootstrap, seed, accuracies, bench_dir, pairs, power, max_loss, grader_judges,
-                overlapping_pairs, json_out, lock_output=not in_place)
+                overlapping_pairs, on_failure, json_out, lock_output=not in_place)
 
 
 def _report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
             pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
-            json_out: Optional[Path], lock_output: bool) -> None:
+            on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
     from analysis.bundle import compute
     from analysis.report import write_report
 
