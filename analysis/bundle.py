@@ -269,7 +269,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir)), acc)
     headroom = headroom_table(prompts, scores, run_n(run_dir))
     graders = leakage.grader_judges(stats, judges)
-    excluded = list(graders) if policy.excludes_graders else []
+    left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
+    excluded = list(left_out)
 
     settings = settings_from_prompts(prompts)
 
@@ -287,7 +288,7 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         try:
             power_result = power_analysis(run_dir, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
                                           judges_grid=(5, 8, 12, 20, 32), sims=100, bootstrap=150, seed=seed,
-                                          prompts=prompts, axis=axis)
+                                          prompts=prompts, axis=axis, excluded=left_out)
         except BonError:
             power_result = None
     predictor_dropped: dict[str, Any] | None = None
@@ -308,10 +309,11 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     return ReportBundle(
         run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=correlations,
-        leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level),
+        leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level, excluded=left_out),
         power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats,
-        predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
+        predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
+                                  excluded=left_out),
         tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other)
 
 

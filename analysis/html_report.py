@@ -25,6 +25,7 @@ from analysis.bundle import ReportBundle, compute, inline
 from analysis.plots import TASK_TITLES
 from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
+from analysis.tradeoff import flags as tradeoff_flags
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
@@ -500,7 +501,7 @@ def cheapest_html(rows: Sequence[Mapping[str, Any]], max_loss: float) -> str:
     if not rows:
         return ""
     return (f"<p>Cheapest way to run each judge whose Best-of-N loss against the full protocol stays within {max_loss:g} "
-            "(upper end of its 95% interval; gates the flip analysis calls unsafe left out):</p>"
+            "(upper end of its 95% interval; only gates called safe):</p>"
             + html_table(rows, [text("judge", "judge"), text("setting", "cheapest_setting"),
                                 col("calls/prompt", "calls_per_prompt", ".2f"), col("full protocol", "full_calls_per_prompt", ".2f"),
                                 col("calls cut", "calls_cut", ".0%"), col("$/prompt", "usd_per_prompt", ".4f"),
@@ -520,8 +521,8 @@ def tradeoff_html(tradeoff: Mapping[str, Any] | None, figure: Sequence[Path] | N
         tradeoff["records"], [
             text("judge", "judge"), text("setting", "setting"), col("calls/prompt", "calls_per_prompt", ".2f"),
             col("calls cut", "calls_cut", ".0%"), col("BoN", "bon_score", ".4f"), col("recovery", "recovery", ".3f"),
-            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"), GATING,
-            text("what it did", lambda r: r.get("note") or "")], "tradeoff")
+            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"),
+            text("gating and flags", tradeoff_flags), text("what it did", lambda r: r.get("note") or "")], "tradeoff")
 
 
 def _cards(b: ReportBundle) -> str:

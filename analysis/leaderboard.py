@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bon_metrics import (iter_settings, load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level,
                                   prompt_weights, read_json, run_n, setting_intervals, setting_matrix, weighted_means)
 from bon.errors import BonError
@@ -35,7 +36,7 @@ from bon.seeds import derive_seed
 LEADERBOARD_COLUMNS = [
     "task", "generator", "strategy", "rank", "judge", "mmrb2_accuracy", "prompts", "bon_score", "bon_lo", "bon_hi",
     "gain", "gain_lo", "gain_hi", "diff_vs_best", "diff_lo", "diff_hi", "p_vs_best", "p_holm", "tied_with_best",
-    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar",
+    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar", "left_out",
 ]
 EXACT_SIGN_FLIP_MAX = 16
 
@@ -90,8 +91,12 @@ def holm(pvalues: np.ndarray) -> np.ndarray:
 
 def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str | None = None,
                 stats: Mapping[str, Any] | None = None, accuracies: Mapping[str, float] | None = None,
-                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000) -> pd.DataFrame:
-    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`)."""
+                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000,
+                excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`). The best is the
+    best judge the leakage policy keeps (``excluded``: judge -> why it is left out); left-out judges are
+    ranked after the kept ones, with the reason in ``left_out``."""
+    excluded = dict(excluded or {})
     sub = prompts[(prompts.task == task) & (prompts.generator == generator)]
     if strategy is not None:
         sub = sub[sub.strategy == strategy]
@@ -111,7 +116,7 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
     with np.errstate(invalid="ignore"):
         bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
         gain = bon - np.nanmean(rnd, 1)
-    best = int(np.nanargmax(bon))
+    best = judges.index(leakage.best_judge(dict(zip(judges, bon)), excluded) or judges[int(np.nanargmax(bon))])
     diffs = scores - scores[best]  # paired per prompt; NaN where either pick is unscored
     diff = np.nanmean(diffs, 1)
     p = np.array([math.nan if j == best else sign_flip_p(diffs[j], permutations,
@@ -136,15 +141,18 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
             "calls_per_prompt": cpp, "usd_per_prompt": usd, "seconds_per_prompt": sec,
             "gain_per_call": gain[j] / cpp if cpp else math.nan,
             "gain_per_dollar": gain[j] / usd if np.isfinite(usd) and usd > 0 else math.nan,
+            "left_out": excluded.get(judge, ""),
         })
-    table = pd.DataFrame(rows).sort_values(["bon_score", "judge"], ascending=[False, True], kind="stable")
+    table = pd.DataFrame(rows)
+    table = table.assign(kept=table["left_out"] == "").sort_values(["kept", "bon_score", "judge"], ascending=[False, False, True],
+                                                                   kind="stable").drop(columns="kept")
     table.insert(3, "rank", np.arange(1, len(table) + 1))
     return table[LEADERBOARD_COLUMNS].reset_index(drop=True)
 
 
 def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = None,
                      accuracies: pd.DataFrame | None = None, bootstrap: int = 2000, seed: int = 0,
-                     level: float = 0.95) -> pd.DataFrame:
+                     level: float = 0.95, excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for every (task, generator, strategy) of the picks, stacked."""
     if prompts.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
@@ -154,12 +162,12 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
         if accuracies is not None and not accuracies.empty:
             a = accuracies[accuracies.task == task]
             acc = dict(zip(a["judge"], a["accuracy"]))
-        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level))
+        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level, excluded=excluded))
     return pd.concat(parts, ignore_index=True)
 
 
 def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
-                    bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
+                    bootstrap: int = 2000, seed: int = 0, grader_judges: str | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for a run folder (the study's picks and those of ``bon select``), with the run's
     own MMRB2 accuracies beside each judge."""
     from analysis.statistics import run_judge_axis
@@ -176,7 +184,9 @@ def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | No
         acc = dict(zip(a["judge"], a["accuracy"]))
     except BonError:
         pass  # a run without a preference set still gets its ranking
-    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed)
+    judges = list(dict.fromkeys(prompts["judge"]))
+    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed,
+                       excluded=leakage.run_exclusions(run_dir, judges, grader_judges))
 
 
 def format_leaderboard(table: pd.DataFrame) -> str:
@@ -200,6 +210,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
         ci = f"[{f(r.bon_lo, '.3f')}, {f(r.bon_hi, '.3f')}]"
         dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if r.rank > 1 else ""
         mark = "  (not significantly worse)" if r.tied_with_best and r.rank > 1 else ""
+        mark += f"  [left out: {r.left_out}]" if r.left_out else ""
         lines.append(f"{r.rank:>2} {str(r.judge)[:21]:<22}{f(r.mmrb2_accuracy, '.1f'):>7}{f(r.bon_score, '.3f'):>7}  {ci:<14}"
                      f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if r.rank > 1 else 'best':>9}  {dci:<16}"
                      f"{f(r.p_holm, '.3f'):>9}  {f(r.calls_per_prompt, '.1f'):>12}{f(r.usd_per_prompt, '.4f'):>10}"
@@ -210,7 +221,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
 def format_cheapest(rows: list[dict[str, Any]], max_loss: float) -> str:
     """The leaderboard's trade-off lines (``bon tradeoff`` data): per judge, the cheapest setting within ``max_loss``."""
     lines = [f"cheapest way to run each judge within a Best-of-N loss of {max_loss:g} (upper end of the 95% interval; "
-             "unsafe gates left out):",
+             "only gates called safe):",
              f"{'judge':<22}{'setting':<30}{'calls/prompt':>13}{'full':>7}{'$/prompt':>10}{'loss':>9}{'gating':>10}"]
     for r in rows:
         money = "-" if r.get("usd_per_prompt") is None else f"{r['usd_per_prompt']:.4f}"

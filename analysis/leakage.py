@@ -199,3 +199,23 @@ def best_judge(values: Mapping[str, float], excluded: Mapping[str, str]) -> str 
     None when none is kept or none has a number. Every "best judge" of every output comes from here."""
     kept = [(v, j) for j, v in values.items() if j not in excluded and v is not None and v == v]
     return max(kept, key=lambda t: t[0])[1] if kept else None
+
+
+RANDOM_BASELINE = "random"  # the registry name of the judge that picks by a seeded coin
+
+
+def random_baselines(study: Mapping[str, Any]) -> set[str]:
+    """Labels of the study's judges that are the random baseline itself (never "worse than random")."""
+    out = set()
+    for j in study.get("judges") or []:
+        name, label = (j, j) if isinstance(j, str) else (j.get("name"), j.get("label") or j.get("name"))
+        if name == RANDOM_BASELINE:
+            out.add(str(label))
+    return out
+
+
+def worse_than_random(metrics: Any, study: Mapping[str, Any]) -> Any:
+    """The rows of a metrics table (``gain``, ``gain_lo``, ``gain_hi``) whose gain over a random pick is
+    negative with an interval that excludes 0, the random baseline itself left out (its gain is noise)."""
+    below = metrics[(metrics["gain_hi"] < 0) & ~metrics["judge"].isin(random_baselines(study))]
+    return below

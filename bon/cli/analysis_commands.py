@@ -161,7 +161,7 @@ def power(run_dir: Path, width: float, task: Optional[str], generator: Optional[
     check_output_file(json_out)
     result = power_analysis(run_dir, width=width, task=task, generator=generator, seed=seed)
     out.print(format_power(result), highlight=False)
-    write_numbers(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings")})
+    write_numbers(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings", "left_out")})
 
 
 @app.command()
@@ -213,25 +213,33 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts (fixed
     and calibrated with an audit), cascades, seeded knockout, the uncertainty-driven strategy, round-robin, round-robin
     with early stop. Stored judgments are reused."""
+    from analysis import leakage
     from analysis.tradeoff import (DEFAULT_GATES, DEFAULT_MARGIN_GATES, cascade_judges, cheapest_within, default_settings,
-                                   tradeoff, write_tradeoff)
+                                   flags, study_judge, tradeoff, write_tradeoff)
+    from bon.progress import note
     from bon.study import load_study
 
+    note(f"tradeoff: reading {run_dir}")
     study = load_study(run_dir)
     check_output_file(json_out)
     extra = parse_options(judge_options)
     specs = list(judge_specs) or [j.label for j in study.cfg.judges]
-    judges = [study.judge(spec, extra or None) for spec in specs]
-    settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES, cascade_judges(study, cascades),
-                                parse_options(strategy_options, "--strategy-option"))
-    records = tradeoff(study, judges, settings, bootstrap=bootstrap)
+    judges = [study_judge(study, spec, extra or None) for spec in specs]
+    excluded = leakage.run_exclusions(study.run.root, [j.label for j in study.cfg.judges])
+    for spec in cascades:
+        if spec != "none":
+            study_judge(study, spec)  # an unknown cheap judge is a one-line error before any replay
+    settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES,
+                                cascade_judges(study, cascades, excluded), parse_options(strategy_options, "--strategy-option"))
+    records = tradeoff(study, judges, settings, bootstrap=bootstrap, excluded=excluded)
+    note("tradeoff: writing tradeoff.json, tradeoff.md and the figure")
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
-    out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24} {'gating':>9}")
+    out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24}  gating and flags")
     for r in records:
         ci = f"{_fmt(r['loss'], '+.4f')} [{_fmt(r['loss_lo'], '+.4f')}, {_fmt(r['loss_hi'], '+.4f')}]"
         cut = "-" if r["calls_cut"] is None else f"{100 * r['calls_cut']:.0f}%"
         out.print(f"{r['judge']:<14} {r['setting']:<28} {r['calls_per_prompt']:6.2f} {cut:>5} {_fmt(r['bon_score'], '.4f'):>7} "
-                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24} {r['gating'] or '':>9}")
+                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24}  {flags(r)}", highlight=False)
     if max_loss is not None:
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f} per prompt"

@@ -104,7 +104,7 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
                   f"in {outcome.run.root}; join all shards with `bon merge`")
     else:
-        _summary(outcome.correlations, outcome.results)
+        _summary(outcome.correlations, outcome.results, outcome.run.root)
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
@@ -124,18 +124,25 @@ def _exit_if_pending(pending: dict[str, int]) -> None:
         raise click.exceptions.Exit(3)
 
 
-def _summary(correlations, results) -> None:
-    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge."""
+def _summary(correlations, results, run_dir) -> None:
+    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge the
+    leakage policy keeps (the judges it leaves out are named once, below)."""
+    from analysis import leakage
+
+    excluded = leakage.run_exclusions(run_dir, list(dict.fromkeys(results.judge)) if len(results) else None)
     out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])")
     out.print(f"{'task':<12}{'generator':<11}{'judges':>6}{'r':>7}{'ρ':>7}{'random':>8}{'oracle':>8}  best judge (BoN score)")
     for row in correlations.itertuples():
         sub = results[(results.task == row.task) & (results.generator == row.generator)].dropna(subset=["bon_score"])
         if not len(sub):
             continue
-        best = sub.loc[sub.bon_score.idxmax()]
+        best = leakage.best_judge(dict(zip(sub.judge, sub.bon_score)), excluded)
+        named = f"{best} ({sub.bon_score[sub.judge == best].iloc[0]:.3f})" if best else "-"
         out.print(f"{row.task:<12}{row.generator:<11}{row.n_judges:>6}{_fmt(row.pearson_r, '+.2f'):>7}{_fmt(row.spearman_rho, '+.2f'):>7}"
-                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {best.judge} ({best.bon_score:.3f})",
-                  highlight=False)
+                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {named}", highlight=False)
+    if excluded:
+        out.print("left out of the correlation and of \"best judge\" (leakage): "
+                  + "; ".join(f"{j} ({why})" for j, why in excluded.items()), highlight=False)
 
 
 @app.command()
