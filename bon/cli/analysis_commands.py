@@ -199,17 +199,21 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
 @click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G",
               help="Gates on the judge's own margin, for judges that keep one (repeatable; default 0.25, 0.1, 0.05, 0.02).")
 @click.option("--cascade", "cascades", multiple=True, metavar="SPEC",
-              help="Cheap judge of the cascades (a spec or the study's judge label; repeatable; default: the study's "
-                   "cheapest judge by money, then judge seconds, per call; 'none': no cascade).")
+              help="Cheap judge of the cascades (a spec or the study's judge label; repeatable; default: from the study's "
+                   "own data: among the judges the leakage policy keeps and at least as accurate as their median, the "
+                   "cheapest by money per call, then the most accurate; 'none': no cascade).")
 @plugin_options("strategy", "Option of the calibrated, cascade and uncertainty settings (e.g. max_flip=0.05, audit=0.2, tolerance=0.1), repeatable.")
 @click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
 @json_option("the records (strict JSON)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Folder for tradeoff.json and figures/ (default: the run folder).")
+@click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="Processes replaying judges side by side (0: one per CPU core); the records do not depend on it.")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
                      margin_gates: tuple[float, ...], cascades: tuple[str, ...], strategy_options: tuple[str, ...],
-                     max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+                     max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path],
+                     workers: int) -> None:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts (fixed
     and calibrated with an audit), cascades, seeded knockout, the uncertainty-driven strategy, round-robin, round-robin
     with early stop. Stored judgments are reused."""
@@ -231,7 +235,7 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
             study_judge(study, spec)  # an unknown cheap judge is a one-line error before any replay
     settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES,
                                 cascade_judges(study, cascades, excluded), parse_options(strategy_options, "--strategy-option"))
-    records = tradeoff(study, judges, settings, bootstrap=bootstrap, excluded=excluded)
+    records = tradeoff(study, judges, settings, bootstrap=bootstrap, excluded=excluded, workers=workers)
     note("tradeoff: writing tradeoff.json, tradeoff.md and the figure")
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
     out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24}  gating and flags")
