@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bon_metrics import load_scores, task_order
 from analysis.bundle import ReportBundle, compute, inline
 from analysis.plots import TASK_TITLES
@@ -305,7 +306,7 @@ def metrics_columns() -> list[Column]:
 
 def leaderboard_columns() -> list[Column]:
     return [
-        col("#", "rank"), text("judge", "judge"),
+        col("#", "rank"), text("judge", lambda r: leakage.flagged(r["judge"], {r["judge"]: r["left_out"]} if isinstance(r.get("left_out"), str) and r["left_out"] else {})),
         col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"), col("BoN", "bon_score", ".3f"),
         interval("95% CI", "bon_lo", "bon_hi", ".3f"), col("gain", "gain", "+.3f"),
         ("vs best", "paired difference of means on the same prompts", lambda r: r.get("diff_vs_best"),
