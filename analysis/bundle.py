@@ -171,7 +171,8 @@ class ReportBundle:
         if self.n is not None and self.n < 2:
             return f"N = {self.n} candidate per prompt: every judge picks the same candidate, so there is nothing to compare"
         if not np.isfinite(pd.to_numeric(self.metrics["mmrb2_accuracy"], errors="coerce")).any():
-            return f"no judge of this run has an accuracy in {self.accuracy_label}"
+            return (f"no judge of this run has an MMRB2 accuracy (judge axis: {self.accuracy_label}); set `accuracies: "
+                    "published` (or a CSV file) in the config, or run `bon report --accuracies published`")
         most = int(self.settings["n_judges"].max()) if len(self.settings) else 0
         if most < MIN_CORRELATION_JUDGES:
             return (f"at most {most} judge(s) per setting have both an accuracy and a Best-of-N score; a correlation "
@@ -238,13 +239,14 @@ PredictorPairs = Callable[..., Mapping[str, PairOutcomes]]  # benchmark_task_pai
 
 
 def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
-            accuracies: str | Path | JudgeAxis | None = "run",
+            accuracies: str | Path | JudgeAxis | None = None,
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
             power: bool = True, power_width: float = 0.5,
             predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
             grader_judges: str | None = None, overlapping_pairs: str | None = None) -> ReportBundle:
-    """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
+    """Every number of the report. ``accuracies``: None (the study config's ``accuracies:`` key, by default
+    its own preference set), ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
     ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`, or it with its files bound, so
@@ -255,6 +257,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     run_dir = Path(run_dir)
     config = read_config(run_dir)
     study = config.get("study") or {}
+    if accuracies is None:
+        accuracies = study_accuracies(study)
     policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
     scores = load_scores(run_dir)
     prompts = prompt_level(load_picks(run_dir), scores, run_n(run_dir))
@@ -315,6 +319,12 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
                                   excluded=left_out),
         tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other)
+
+
+def study_accuracies(study: Mapping[str, Any]) -> str:
+    """The judge axis the study's config asks for (``accuracies: preference | published | FILE``)."""
+    value = study.get("accuracies") or "preference"
+    return "run" if value == "preference" else str(value)
 
 
 def without_judges(settings: list[Setting], judges: Iterable[str]) -> list[Setting]:

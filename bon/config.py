@@ -88,6 +88,9 @@ class StudyConfig:
     # benchmark (analysis/leakage.py); changing it changes only the report, never the run
     leakage: dict[str, Any] = field(default_factory=lambda: {"grader_judges": "exclude", "overlapping_pairs": "drop",
                                                              "sources": []})
+    # the report's judge axis: the run's own preference set, the MMRB2 paper's table, or a CSV FILE (judge,
+    # task, accuracy[, n_pairs]); like leakage, it changes only the report
+    accuracies: str = "preference"
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -229,7 +232,24 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     from analysis.leakage import parse_policy  # analysis is a plugin package: imported only when a config is read
 
     cfg.leakage = parse_policy(raw.get("leakage"), where).as_dict()
+    cfg.accuracies = _accuracies(raw.get("accuracies", "preference"), where)
     return cfg
+
+
+ACCURACY_SOURCES = ("preference", "published")
+
+
+def _accuracies(raw: Any, where: str) -> str:
+    """``accuracies: preference | published | FILE``: a CSV file is kept as an absolute path, so the
+    recorded config still finds it when ``bon report`` runs from another folder."""
+    if raw in ACCURACY_SOURCES:
+        return str(raw)
+    if not isinstance(raw, str) or not raw.endswith(".csv"):
+        raise BonError(f"{where}: accuracies must be preference, published or a CSV file (judge, task, accuracy), got {raw!r}")
+    path = Path(raw).expanduser().resolve()
+    if not path.is_file():
+        raise BonError(f"{where}: accuracies: {raw} is not a file")
+    return str(path)
 
 
 def _devices(raw: Any, where: str) -> dict[str, Any]:

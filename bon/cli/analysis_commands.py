@@ -26,7 +26,10 @@ def _output_folder(run_dir: Path, out_dir: Optional[Path], accuracies: str, own:
     from bon.runfolder import RunFolder
 
     run = RunFolder(run_dir, existing=True)
-    if accuracies == "run" and own:
+    if accuracies is None and own:  # the axis the study's config names: the study's own report
+        return RunFolder(out_dir or run_dir)
+    accuracies = accuracies or "run"
+    if accuracies in ("run", "preference") and own:
         return RunFolder(out_dir or run_dir)
     target = out_dir or run.alternative(Path(accuracies).stem if accuracies != "run" else "benchmark")
     if target.resolve() == run.root.resolve():
@@ -45,8 +48,9 @@ MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.
               help="Output folder (default: the run folder; RUN/report-<accuracies> for other accuracies).")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=1000, show_default=True, metavar="B", help="Bootstrap replicates.")
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the bootstrap resampling.")
-@click.option("--accuracies", default="run", show_default=True, metavar="SOURCE",
-              help="Judge axis: run (the study's preference set), published (the MMRB2 paper's table) or a CSV/JSON file.")
+@click.option("--accuracies", default=None, metavar="SOURCE",
+              help="Judge axis: run (the study's preference set), published (the MMRB2 paper's table) or a CSV/JSON file "
+                   "[default: the config's accuracies key, else run].")
 @click.option("--bench-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="A real MMRB2 folder: the predictor table uses its pairs (same-model flag from model_name) and --predictions.")
 @click.option("--predictions", multiple=True, metavar="JUDGE=FILE",
@@ -61,7 +65,7 @@ MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.
               help="Preference pairs drawn from the downstream benchmark: dropped from the accuracies (default, or "
                    "the config's leakage: overlapping_pairs) or kept.")
 @JSON
-def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
            predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
            overlapping_pairs: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
