@@ -29,6 +29,7 @@ class PluginSpec:
     options: dict[str, Any] = field(default_factory=dict)
     memory_gb: float | None = None  # declared accelerator memory of its models, for `bon run --dry-run`
     serve: dict[str, Any] | None = None  # a judge whose servers bon starts (bon.serve.parse_serve)
+    seconds_per_item: float | None = None  # accelerator seconds per image, score or call, for `--dry-run`'s GPU-hours
 
     def create(self, kind: str, where: str | None = None) -> Any:
         if self.serve is not None:
@@ -97,8 +98,9 @@ class StudyConfig:
         d["out"] = str(self.out)
         del d["source"]
         for entry in [*d["generators"], *d["judges"], d["verifier"], d["strategy"]]:
-            if entry.get("serve") is None:  # recorded only where set: older run folders' configs still match
-                entry.pop("serve", None)
+            for key in ("serve", "seconds_per_item"):
+                if entry.get(key) is None:  # recorded only where set: older run folders' configs still match
+                    entry.pop(key, None)
         return d
 
 
@@ -306,7 +308,7 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
         raise BonError(f"{here}: expected a name or a mapping with 'name'")
-    known = ("name", "label", "options", "memory_gb") + (("serve",) if kind == "judge" else ())
+    known = ("name", "label", "options", "memory_gb", "seconds_per_item") + (("serve",) if kind == "judge" else ())
     bad = sorted(set(entry) - set(known))
     if bad:
         raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: {', '.join(known)})")
@@ -316,8 +318,12 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
     memory = entry.get("memory_gb")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
         raise BonError(f"{here}: memory_gb must be a number of GB, got {memory!r}")
+    seconds = entry.get("seconds_per_item")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise BonError(f"{here}: seconds_per_item must be a number of seconds, got {seconds!r}")
     name = str(entry["name"])
-    spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory)
+    spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory,
+                      seconds_per_item=None if seconds is None else float(seconds))
     spec.check(kind, here)
     if entry.get("serve") is not None:
         _serve(spec, entry["serve"], here)

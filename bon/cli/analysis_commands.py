@@ -260,16 +260,31 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
 
 
 @app.command()
-@click.option("--scores", "scores_csv", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
+@click.option("--scores", "scores_csv", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="CSV: task, generator, judge, bon_score[, random_score, oracle_score][, n_prompts, bon_sd]; "
                    "a run folder's results.csv works.")
+@click.option("--run", "runs", type=click.Path(path_type=Path, file_okay=False), multiple=True, metavar="DIR",
+              help="A finished study instead of --scores (repeatable): the four one-task paper runs make the paper's "
+                   "four-panel figure and table, each with the judge axis its config names.")
 @click.option("--accuracies", default="published", show_default=True, metavar="SOURCE",
-              help="published (the MMRB2 paper's table) or a CSV with judge, task, accuracy (e.g. a run's accuracies.csv).")
+              help="With --scores: published (the MMRB2 paper's table) or a CSV with judge, task, accuracy (e.g. a run's accuracies.csv).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
-              help="Output folder for figures/correlation.png|svg and correlations.csv (default: <scores stem>_figure/ beside the CSV).")
-def figure(scores_csv: Path, accuracies: str, out_dir: Optional[Path]) -> None:
-    """The paper's correlation figure for your own Best-of-N scores."""
-    from analysis.scores_figure import scores_figure
+              help="Output folder for figures/correlation.png|svg and correlations.csv (default: <scores stem>_figure/ beside "
+                   "the CSV; with --run, paper_figure/ beside the first run).")
+def figure(scores_csv: Optional[Path], runs: tuple[Path, ...], accuracies: str, out_dir: Optional[Path]) -> None:
+    """The paper's correlation figure for your own Best-of-N scores, or for finished runs (the paper's four tasks)."""
+    from analysis.scores_figure import runs_figure, scores_figure
 
+    if (scores_csv is None) == (not runs):
+        raise BonError("give either --scores FILE or one --run DIR per study (e.g. the four paper runs)")
+    if runs:
+        from bon.progress import note
+
+        note(f"figure: combining {len(runs)} runs")
+        result = runs_figure(list(runs), out_dir)
+        out.print(f"tasks: {', '.join(result['tasks'])}; png: {result['png']}  table: {result['markdown']}  "
+                  f"correlations: {result['correlations']}" + (f"; no accuracy for {', '.join(result['left_out'])}"
+                                                                if result["left_out"] else ""), highlight=False)
+        return
     result = scores_figure(scores_csv, accuracies=accuracies, out=out_dir)
     out.print(", ".join(f"{k}: {v}" for k, v in result.items() if k in ("png", "svg", "correlations", "matched", "left_out")))
