@@ -100,7 +100,12 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
 def view(run_dir: Path, out_dir: Optional[Path]) -> None:
     """Every MMRB2 pair and Best-of-N match side by side with both orders' verdicts, filterable (view.html)."""
     from analysis.viewer import write_viewer
+    from bon.runfolder import RunFolder
 
+    run = RunFolder(run_dir, existing=True)
+    if not any(p.exists() for p in (run.config, run.picks, run.mmrb2)):
+        raise BonError(f"{run_dir}: not a run folder (no config.yaml, picks.jsonl or mmrb2/); give the folder that "
+                       "`bon run` or `bon demo` wrote")
     try:
         path, data = write_viewer(run_dir, out_dir)
     except OSError as exc:

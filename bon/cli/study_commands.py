@@ -24,7 +24,8 @@ from bon.errors import BonError
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("bon-demo"), show_default=True,
               metavar="DIR", help="Run folder (created, or resumed).")
 @click.option("--prompts", type=click.IntRange(min=1), metavar="K", default=40, show_default=True, help="Prompts per task (Best-of-N and preference set each).")
-@click.option("--n", type=int, default=8, metavar="N", show_default=True, help="Candidates per prompt (at least 2).")
+@click.option("--n", type=click.IntRange(min=2), default=8, metavar="N", show_default=True,
+              help="Candidates per prompt (at least 2: with fewer there is nothing to choose).")
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the whole synthetic world.")
 @click.option("--strategy", default="knockout", show_default=True, metavar="NAME", help="Selection strategy.")
 @plugin_options("strategy")
