@@ -409,6 +409,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
     from analysis.report import empty_report, write_report
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
+    note("analysis: metrics, correlations with bootstrap intervals, report and figures")
     try:
         bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
