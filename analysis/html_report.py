@@ -46,7 +46,7 @@ nav{display:flex;flex-wrap:wrap;gap:6px 14px;margin:14px 0 4px;font-size:13px}na
 .card .v{font-size:21px;font-weight:600}.card .k{font-size:12px;color:var(--muted)}
 figure{margin:14px 0 8px}figure img{max-width:100%;height:auto;border:1px solid var(--line);border-radius:4px}
 figcaption{font-size:12.5px;color:var(--muted);max-width:960px}
-.tablewrap{display:inline-block;max-width:100%;vertical-align:top;overflow:auto;margin:8px 0 4px;border:1px solid var(--line);border-radius:6px;max-height:640px}
+.tablewrap{display:block;width:fit-content;max-width:100%;min-width:0;box-sizing:border-box;overflow:auto;margin:8px 0 4px;border:1px solid var(--line);border-radius:6px;max-height:640px}
 table{border-collapse:collapse;font-size:12.5px}
 th,td{padding:4px 8px;border-bottom:1px solid var(--line);white-space:nowrap;text-align:left}
 th{background:#eef1f4;position:sticky;top:0;z-index:1;font-weight:600}
