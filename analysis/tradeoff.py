@@ -123,19 +123,9 @@ def default_cascade(usd_per_call: Mapping[str, float], accuracy: Mapping[str, fl
 
 
 def study_judge(study: Any, spec: str, options: Mapping[str, Any] | None = None) -> Any:
-    """A judge by the study's label, else by registry spec; neither: a one-line error that lists the study's
-    labels and suggests the closest one."""
-    import difflib
-
-    labels = [j.label for j in study.cfg.judges]
-    try:
-        return study.judge(spec, dict(options) if options else None)
-    except BonError:
-        if spec in labels:
-            raise
-        close = difflib.get_close_matches(spec, labels, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise BonError(f"--judge {spec!r}: not a judge of this study ({', '.join(labels)}) nor a registered judge{hint}") from None
+    """A judge by the study's label, else by registry spec (an unknown one: a one-line error that lists the
+    study's labels and suggests the closest, from :meth:`bon.study.FinishedStudy.judge`)."""
+    return study.judge(spec, dict(options) if options else None)
 
 
 def _mean_accuracies(run_root: Path) -> dict[str, float]:

@@ -317,6 +317,13 @@ class FinishedStudy:
                 if j.serve is not None:  # served: this command starts its servers again
                     return replace(j, label=label or j.label, options={**j.options, **(options or {})}).create("judge")
                 return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
+        if registry.parse_spec(spec)[0] not in registry.names("judge"):
+            import difflib
+
+            labels = [j.label for j in self.cfg.judges]
+            close = difflib.get_close_matches(spec, labels, n=1, cutoff=0.5)
+            raise BonError(f"judge {spec!r}: not a judge of this study ({', '.join(labels)}) nor a registered judge"
+                           + (f"; did you mean {close[0]!r}?" if close else ""))
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 
 

@@ -210,3 +210,9 @@ def test_flips_of_the_released_samples(tmp_path):
 
 def test_flips_needs_input():
     assert main(["mmrb2", "flips"]) == 2
+
+
+def test_an_unknown_judge_lists_the_studys_labels_and_suggests_one(demo_run, capsys):
+    assert main(["tradeoff", "--run", str(demo_run), "--judge", "ocrr"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("bon: error: judge 'ocrr': not a judge of this study (verifier-twin,") and "did you mean 'ocr'?" in err
