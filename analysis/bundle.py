@@ -171,6 +171,8 @@ class ReportBundle:
         if self.n is not None and self.n < 2:
             return f"N = {self.n} candidate per prompt: every judge picks the same candidate, so there is nothing to compare"
         if not np.isfinite(pd.to_numeric(self.metrics["mmrb2_accuracy"], errors="coerce")).any():
+            if self.accuracy_label.startswith("published"):
+                return f"no judge of this run has an accuracy in {self.accuracy_label} (no label matches a judge of its table)"
             return (f"no judge of this run has an MMRB2 accuracy (judge axis: {self.accuracy_label}); set `accuracies: "
                     "published` (or a CSV file) in the config, or run `bon report --accuracies published`")
         most = int(self.settings["n_judges"].max()) if len(self.settings) else 0
