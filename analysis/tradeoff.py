@@ -49,6 +49,7 @@ DEFAULT_MARGIN_GATES = (0.25, 0.1, 0.05, 0.02)  # on the judge's own margin, for
 REFERENCE = "knockout"
 FIGURE = Path("figures") / "tradeoff.png"  # inside the run folder
 RECORDS = "tradeoff.json"
+PROGRESS_EVERY_S = 5.0  # seconds between a judge's progress lines
 MARKDOWN = "tradeoff.md"
 
 
@@ -242,7 +243,11 @@ def _judge_records(job: _Job, judge: Any, store: "ReplayStore") -> list[dict[str
     study, settings, groups, cheap, costs = job.study, job.settings, job.groups, job.cheap, job.costs
     baseline, bootstrap, tolerance = job.baseline, job.bootstrap, job.tolerance
     reference, matches, safety, records = None, [], {}, []
-    for setting in settings:
+    started = last = time.perf_counter()
+    for done, setting in enumerate(settings):
+        if time.perf_counter() - last >= PROGRESS_EVERY_S:  # a heavy judge is never silent for long
+            last = time.perf_counter()
+            note(f"tradeoff: {judge.name}: {done}/{len(settings)} settings ({last - started:.0f} s), now {setting.label}")
         if setting.confidence == "margin" and not _has_margins(matches):
             continue  # this judge keeps no margin: the setting would repeat the score-gated ones
         if setting.family == "cascade" and cheap[setting.options["cascade"]].identity() == judge.identity():
