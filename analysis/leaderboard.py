@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, load_picks, load_scores, load_selected_picks,
                                   no_information, percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n,
                                   setting_intervals, setting_matrix, weighted_means)
@@ -38,6 +39,7 @@ LEADERBOARD_COLUMNS = [
     "task", "generator", "strategy", "rank", "judge", "mmrb2_accuracy", "prompts", "bon_score", "bon_lo", "bon_hi",
     "gain", "gain_lo", "gain_hi", "diff_vs_best", "diff_lo", "diff_hi", "p_vs_best", "p_holm", "tied_with_best",
     "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar", "no_information",
+    "left_out",
 ]
 EXACT_SIGN_FLIP_MAX = 16
 
@@ -110,8 +112,12 @@ def holm(pvalues: np.ndarray) -> np.ndarray:
 
 def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str | None = None,
                 stats: Mapping[str, Any] | None = None, accuracies: Mapping[str, float] | None = None,
-                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000) -> pd.DataFrame:
-    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`)."""
+                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000,
+                excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`). The best is the
+    best judge the leakage policy keeps (``excluded``: judge -> why it is left out); left-out judges are
+    ranked after the kept ones, with the reason in ``left_out``."""
+    excluded = dict(excluded or {})
     sub = prompts[(prompts.task == task) & (prompts.generator == generator)]
     if strategy is not None:
         sub = sub[sub.strategy == strategy]
@@ -132,7 +138,9 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
         bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
         gain = bon - np.nanmean(rnd, 1)
     uninformed = [no_information(sub[sub.judge == judge]) for judge in judges]
-    best = _best(bon, uninformed)
+    best = _best(bon, [why or excluded.get(judge) for judge, why in zip(judges, uninformed)])
+    if best is None:  # every informed judge is left out by the leakage policy: the best of those, flagged
+        best = _best(bon, uninformed)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a judge with no scored pick (or no best): NaN, said so
         diffs = scores - (scores[best] if best is not None else np.nan)  # paired per prompt; NaN where either is unscored
@@ -160,9 +168,10 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
             "gain_per_call": gain[j] / cpp if cpp else math.nan,
             "gain_per_dollar": gain[j] / usd if np.isfinite(usd) and usd > 0 else math.nan,
             "no_information": uninformed[j] or "",
+            "left_out": excluded.get(judge, ""),
         })
-    table = pd.DataFrame(rows)  # judges with no information after every judge with some, never first by chance
-    table = table.assign(_last=table["no_information"] != "").sort_values(
+    table = pd.DataFrame(rows)  # the kept judges with information first: a judge left out or with none is never first
+    table = table.assign(_last=(table["no_information"] != "") | (table["left_out"] != "")).sort_values(
         ["_last", "bon_score", "judge"], ascending=[True, False, True], kind="stable").drop(columns="_last")
     table.insert(3, "rank", np.arange(1, len(table) + 1))
     return table[LEADERBOARD_COLUMNS].reset_index(drop=True)
@@ -176,7 +185,7 @@ def _best(bon: np.ndarray, uninformed: list[str | None]) -> int | None:
 
 def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = None,
                      accuracies: pd.DataFrame | None = None, bootstrap: int = 2000, seed: int = 0,
-                     level: float = 0.95) -> pd.DataFrame:
+                     level: float = 0.95, excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for every (task, generator, strategy) of the picks, stacked."""
     if prompts.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
@@ -186,12 +195,12 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
         if accuracies is not None and not accuracies.empty:
             a = accuracies[accuracies.task == task]
             acc = dict(zip(a["judge"], a["accuracy"]))
-        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level))
+        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level, excluded=excluded))
     return pd.concat(parts, ignore_index=True)
 
 
 def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
-                    bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
+                    bootstrap: int = 2000, seed: int = 0, grader_judges: str | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for a run folder (the study's picks and those of ``bon select``), with the run's
     own MMRB2 accuracies beside each judge."""
     from analysis.statistics import run_judge_axis
@@ -210,12 +219,15 @@ def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | No
         acc = dict(zip(a["judge"], a["accuracy"]))
     except BonError:
         pass  # a run without a preference set still gets its ranking
-    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed)
+    judges = list(dict.fromkeys(prompts["judge"]))
+    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed,
+                       excluded=leakage.run_exclusions(run_dir, judges, grader_judges))
 
 
 def is_best(row: Mapping[str, Any]) -> bool:
-    """The leaderboard's best row: ranked first and with information (a judge that answered nothing is never best)."""
-    return row.get("rank") == 1 and not row.get("no_information")
+    """The leaderboard's best row: ranked first, with information (a judge that answered nothing is never best)
+    and kept by the leakage policy."""
+    return row.get("rank") == 1 and not row.get("no_information") and not row.get("left_out")
 
 
 def format_leaderboard(table: pd.DataFrame) -> str:
@@ -241,6 +253,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
         dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if not top else ""
         mark = "  (not significantly worse)" if r.tied_with_best and not top else ""
         mark = f"  ({r.no_information})" if r.no_information else mark
+        mark += f"  [left out: {r.left_out}]" if r.left_out else ""
         lines.append(f"{r.rank:>2} {str(r.judge)[:21]:<22}{f(r.mmrb2_accuracy, '.1f'):>7}{f(r.bon_score, '.3f'):>7}  {ci:<14}"
                      f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if not top else 'best':>9}  {dci:<16}"
                      f"{f(r.p_holm, '.3f'):>9}  {f(r.calls_per_prompt, '.1f'):>12}{f(r.usd_per_prompt, '.4f'):>10}"
@@ -251,7 +264,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
 def format_cheapest(rows: list[dict[str, Any]], max_loss: float) -> str:
     """The leaderboard's trade-off lines (``bon tradeoff`` data): per judge, the cheapest setting within ``max_loss``."""
     lines = [f"cheapest way to run each judge within a Best-of-N loss of {max_loss:g} (upper end of the 95% interval; "
-             "unsafe gates left out):",
+             "only gates called safe):",
              f"{'judge':<22}{'setting':<30}{'calls/prompt':>13}{'full':>7}{'$/prompt':>10}{'loss':>9}{'gating':>10}"]
     for r in rows:
         money = "-" if r.get("usd_per_prompt") is None else f"{r['usd_per_prompt']:.4f}"

@@ -13,11 +13,12 @@ import re
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bundle import ReportBundle, pooled_text, inline
 from analysis.markdown import md_label
 from analysis.bon_metrics import task_order, uninformed_judges
@@ -285,16 +286,17 @@ def interpret(b: ReportBundle) -> list[str]:
         for row in b.headroom[b.headroom["warning"] != ""].itertuples():
             lines.append(f"{TASK_TITLES.get(row.task, row.task)} / {md_label(row.generator)}: {row.warning}; its correlation "
                          "says little about the judges.")
-    below = b.metrics[b.metrics["gain"] < 0]
+    below = leakage.worse_than_random(b.metrics, b.study)
     if not below.empty:
-        lines.append("Judges that did worse than a random pick: " + ", ".join(
+        lines.append("Judges that did worse than a random pick (95% interval of the gain below 0): " + ", ".join(
             f"{md_label(j)} ({TASK_TITLES.get(t, t)} / {md_label(g)})" for t, g, j in below[["task", "generator", "judge"]].itertuples(index=False)) + ".")
     uninformed = uninformed_judges(b.prompts)
     for (task, gen, judge, _), reason in uninformed.items():
         lines.append(f"{md_label(judge)} ({TASK_TITLES.get(task, task)} / {md_label(gen)}): {reason}; it picked by chance and "
                      "is never ranked best.")
     informed = [tuple(k) not in uninformed for k in b.metrics[["task", "generator", "judge", "strategy"]].itertuples(index=False)]
-    lines.extend(_top_judge_agreement(b.metrics[informed]))
+    kept = b.metrics[informed]
+    lines.extend(_top_judge_agreement(kept[~kept["judge"].isin(b.excluded_judges)], b.excluded_judges))
     missing = int(pd.to_numeric(b.metrics["missing_verdicts"], errors="coerce").fillna(0).sum())
     if missing:
         lines.append(f"{missing} judge calls during selection gave no usable verdict; they were not counted as votes "
@@ -304,8 +306,9 @@ def interpret(b: ReportBundle) -> list[str]:
     return lines
 
 
-def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
-    """Does the most accurate judge also give the best Best-of-N picks? A concrete, checkable reading."""
+def _top_judge_agreement(m: pd.DataFrame, left_out: Sequence[str] = ()) -> list[str]:
+    """Does the most accurate judge also give the best Best-of-N picks? A concrete, checkable reading,
+    among the judges the leakage policy keeps (``m`` without the ``left_out`` ones, named in the text)."""
     same, differ = [], []
     for (task, gen), sub in m.groupby(["task", "generator"], sort=False):
         sub = sub.dropna(subset=["mmrb2_accuracy", "bon_score"])
@@ -319,6 +322,8 @@ def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
         out.append(f"The most accurate judge also gave the best Best-of-N picks in: {', '.join(same)}.")
     if differ:
         out.append(f"It did not in: {', '.join(differ)}.")
+    if out and left_out:
+        out[-1] += f" (Judges left out by the leakage policy: {', '.join(left_out)}.)"
     return out
 
 

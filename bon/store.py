@@ -310,6 +310,15 @@ class JudgmentStore:
         return {(prompt, a, b, 0): Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
                 for prompt, a, b, better, score, missing, meta in rows}
 
+    def answers_before(self, jid: str, invocation: str) -> dict[Key, Verdict]:
+        """Every answer of a judge (each sample, missing ones too) that invocations other than
+        ``invocation`` bought: what a replay reads into memory once (``analysis.tradeoff``), the same
+        whatever the replay itself buys meanwhile."""
+        rows = self._db.execute("SELECT prompt, a, b, sample, better, score, missing, meta FROM judgments "
+                                "WHERE judge_id = ? AND invocation IS NOT ?", (jid, invocation))
+        return {(prompt, a, b, sample): Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
+                for prompt, a, b, sample, better, score, missing, meta in rows}
+
     def count(self, jid: str | None = None) -> int:
         if jid is None:
             return self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]

@@ -318,6 +318,13 @@ class FinishedStudy:
                 if j.serve is not None:  # served: this command starts its servers again
                     return replace(j, label=label or j.label, options={**j.options, **(options or {})}).create("judge")
                 return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
+        if registry.parse_spec(spec)[0] not in registry.names("judge"):
+            import difflib
+
+            labels = [j.label for j in self.cfg.judges]
+            close = difflib.get_close_matches(spec, labels, n=1, cutoff=0.5)
+            raise BonError(f"judge {spec!r}: not a judge of this study ({', '.join(labels)}) nor a registered judge"
+                           + (f"; did you mean {close[0]!r}?" if close else ""))
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 
 
@@ -397,6 +404,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
     from analysis.report import empty_report, write_report
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
+    note("analysis: metrics, correlations with bootstrap intervals, report and figures")
     try:
         bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick

@@ -25,7 +25,8 @@ from bon.runlock import holds_writer_lock
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("bon-demo"), show_default=True,
               metavar="DIR", help="Run folder (created, or resumed).")
 @click.option("--prompts", type=click.IntRange(min=1), metavar="K", default=40, show_default=True, help="Prompts per task (Best-of-N and preference set each).")
-@click.option("--n", type=int, default=8, metavar="N", show_default=True, help="Candidates per prompt (at least 2).")
+@click.option("--n", type=click.IntRange(min=2), default=8, metavar="N", show_default=True,
+              help="Candidates per prompt (at least 2: with fewer there is nothing to choose).")
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the whole synthetic world.")
 @click.option("--strategy", default="knockout", show_default=True, metavar="NAME", help="Selection strategy.")
 @plugin_options("strategy")
@@ -107,7 +108,7 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
                   f"in {outcome.run.root}; join all shards with `bon merge`")
     else:
-        _summary(outcome.correlations, outcome.results, _uninformed(outcome))
+        _summary(outcome.correlations, outcome.results, outcome.run.root, _uninformed(outcome))
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
@@ -134,19 +135,26 @@ def _uninformed(outcome) -> dict[tuple[str, str, str, str], str]:
     return uninformed_judges(load_prompt_level(outcome.run.root)) if len(outcome.results) else {}
 
 
-def _summary(correlations, results, uninformed: dict[tuple[str, str, str, str], str]) -> None:
-    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge
-    (among those with information: the others are listed with their reason)."""
+def _summary(correlations, results, run_dir, uninformed: dict[tuple[str, str, str, str], str]) -> None:
+    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge the
+    leakage policy keeps among those with information (the others are named, with their reason, below)."""
+    from analysis import leakage
+
+    excluded = leakage.run_exclusions(run_dir, list(dict.fromkeys(results.judge)) if len(results) else None)
     out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])")
     out.print(f"{'task':<12}{'generator':<11}{'judges':>6}{'r':>7}{'ρ':>7}{'random':>8}{'oracle':>8}  best judge (BoN score)")
     for row in correlations.itertuples():
         sub = results[(results.task == row.task) & (results.generator == row.generator)].dropna(subset=["bon_score"])
         if not len(sub):
             continue
-        usable = sub[[(r.task, r.generator, r.judge, r.strategy) not in uninformed for r in sub.itertuples()]]
-        best = f"{usable.loc[usable.bon_score.idxmax()].judge} ({usable.bon_score.max():.3f})" if len(usable) else "none with information"
+        chance = {j: why for (t, g, j, _), why in uninformed.items() if (t, g) == (row.task, row.generator)}
+        best = leakage.best_judge(dict(zip(sub.judge, sub.bon_score)), {**excluded, **chance})
+        named = f"{best} ({sub.bon_score[sub.judge == best].iloc[0]:.3f})" if best else "-"
         out.print(f"{row.task:<12}{row.generator:<11}{row.n_judges:>6}{_fmt(row.pearson_r, '+.2f'):>7}{_fmt(row.spearman_rho, '+.2f'):>7}"
-                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {best}", highlight=False)
+                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {named}", highlight=False)
+    if excluded:
+        out.print("left out of the correlation and of \"best judge\" (leakage): "
+                  + "; ".join(f"{j} ({why})" for j, why in excluded.items()), highlight=False)
     for (task, gen, judge, strategy), reason in uninformed.items():
         out.print(f"{task}/{gen}: {judge} ({strategy}): {reason}; never counted as best", highlight=False)
 
