@@ -17,6 +17,17 @@ def demo_run(tmp_path_factory):
     return out
 
 
+def test_outputs_match_the_recorded_reference(demo_run, tmp_path):
+    """results, correlations, metrics, accuracies, leaderboard, headroom, report.json and tradeoff.json as
+    recorded before the analysis moved onto bon.load_run (tests/demo_reference.py says what is left out).
+    First in this module: later tests add files to the demo folder."""
+    from demo_reference import DEMO_ARGS, TRADEOFF_ARGS, compare
+
+    assert [*SMALL, "--seed", "1"] == DEMO_ARGS
+    assert main(["tradeoff", "--run", str(demo_run), *TRADEOFF_ARGS, "--out", str(tmp_path)]) == 0
+    assert compare(demo_run, tmp_path) == []
+
+
 def test_outputs_exist_and_have_the_promised_columns(demo_run):
     for name in ("report.md", "figures/correlation.png", "results.csv", "correlations.csv", "stats.json", "config.yaml"):
         assert (demo_run / name).stat().st_size > 0, name
