@@ -26,11 +26,11 @@ from analysis.bon_metrics import load_picks, load_scores
 from bon import mmrb2
 from bon.content import Content, ImageItem, load_candidates, load_prompts
 from bon.errors import BonError
+from bon.run import reason
 from bon.runfolder import RunFolder, write_text
 from bon.store import JudgmentStore, judge_id
 from bon.tasks import TASKS
 
-REASON_CHARS = 1200  # a judge's reason as shown (its answer text can be long)
 
 
 def view_data(run_dir: Path, out_dir: Path) -> dict[str, Any]:
@@ -94,18 +94,6 @@ def verdict(entry: Any) -> dict[str, Any]:
     meta = dict(first.get("metadata") or {})
     letter = first.get("judgement") if first.get("judgement") in ("A", "B") else ""
     return {"v": letter, "score": meta.pop("score", None), "reason": reason(meta, first.get("judgement"))}
-
-
-def reason(meta: Mapping[str, Any], answer: Any = None) -> str:
-    """What the judge said: its answer text, else why the answer is missing, else its other metadata."""
-    text = meta.get("answer") or meta.get("missing")
-    if not text:
-        rest = {k: v for k, v in meta.items() if k not in ("usage", "cost_usd", "evaluator")}
-        text = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in rest.items())
-        if answer not in (None, "", "A", "B"):
-            text = f"answer {answer!r}" + (f"; {text}" if text else "")
-    text = str(text)
-    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "…"
 
 
 def _disagree(fwd: Mapping[str, Any], rev: Mapping[str, Any]) -> bool:
