@@ -8,6 +8,7 @@ only format what is here, so the files can never disagree. Adding an analysis: `
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -28,6 +29,15 @@ from analysis.tradeoff import cheapest_rows, load_tradeoff
 from bon.errors import BonError
 from bon.runfolder import RunFolder, strict
 
+DASH = "–"
+SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
+# the correlation table's number columns, report.md's and report.html's: (header, column or (lower, upper) columns)
+CORRELATION_COLUMNS = [
+    ("judges", "n_judges"), ("prompts", "n_prompts"), ("pairs", "n_pairs"), ("r", "pearson_r"),
+    ("r 95% CI", ("pearson_lo", "pearson_hi")), ("CI (meas.)", ("pearson_lo_meas", "pearson_hi_meas")),
+    ("p (r)", "pearson_p_perm"), ("LOO r", ("pearson_loo_min", "pearson_loo_max")), ("ρ", "spearman_rho"),
+    ("ρ 95% CI", ("spearman_lo", "spearman_hi")), ("p (ρ)", "spearman_p_perm"), ("τ", "kendall_tau"),
+    ("τ 95% CI", ("kendall_lo", "kendall_hi"))]
 MIN_CORRELATION_JUDGES = 3
 HEADLINE_PERMUTATIONS = 10000  # judge-label orderings behind the correlation table's p-values
 OTHER_PERMUTATIONS = 1000  # ... and behind those of the other grader-judge choice, shown beside it
@@ -202,6 +212,19 @@ def load_curves(run_dir: Path) -> pd.DataFrame | None:
         for r in data.get("curve", []):
             rows.append({**r, "judge": data.get("judge", file.stem), "strategy": data.get("strategy", "")})
     return pd.DataFrame(rows) if rows else None
+
+
+def fmt_p(v: Any) -> str:
+    if not finite(v):
+        return DASH
+    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
+
+
+def finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def pooled_text(table: pd.DataFrame | None) -> str:

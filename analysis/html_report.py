@@ -21,9 +21,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.bon_metrics import load_scores, task_order
-from analysis.bundle import ReportBundle, compute, inline
+from analysis.bundle import CORRELATION_COLUMNS, SCOPES, ReportBundle, compute, finite, fmt_p, inline
 from analysis.plots import TASK_TITLES
-from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
 from bon.content import read_jsonl, slug
 from bon.errors import BonError
@@ -275,7 +274,7 @@ CORR_TITLE = {  # header tooltips, by a part of the header
 
 
 def correlation_columns() -> list[Column]:
-    """report.md's correlation columns (:data:`analysis.report.CORRELATION_COLUMNS`), and p (τ)."""
+    """report.md's correlation columns (:data:`analysis.bundle.CORRELATION_COLUMNS`), and p (τ)."""
     cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: SCOPES.get(r["scope"], r["scope"]))]
     for label, key in [*CORRELATION_COLUMNS, ("p (τ)", "kendall_p_perm")]:
         title = next((t for part, t in CORR_TITLE.items() if part in label), "")

@@ -26,50 +26,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from bon import mmrb2
+from bon.config import LeakagePolicy, parse_policy  # the config's leakage: section (read with the config)
 from bon.content import load_prompts
-from bon.errors import BonError
 from bon.runfolder import RunFolder
 
-GRADER_POLICIES = ("exclude", "keep")
-PAIR_POLICIES = ("drop", "keep")
-KEYS = ("grader_judges", "overlapping_pairs", "sources")
-
 Overlap = Callable[[str, mmrb2.Pair], "str | None"]  # (task, pair) -> why the pair overlaps, or None
-
-
-@dataclass(frozen=True)
-class LeakagePolicy:
-    """What the analysis does with leaky judges and pairs (config ``leakage:``, CLI flags override)."""
-
-    grader_judges: str = "exclude"
-    overlapping_pairs: str = "drop"
-    sources: tuple[str, ...] = ()
-
-    @property
-    def excludes_graders(self) -> bool:
-        return self.grader_judges == "exclude"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"grader_judges": self.grader_judges, "overlapping_pairs": self.overlapping_pairs,
-                "sources": list(self.sources)}
-
-
-def parse_policy(raw: Any, where: str) -> LeakagePolicy:
-    """A config's ``leakage:`` mapping (None: the defaults); a one-line error naming the bad key."""
-    if raw is None:
-        return LeakagePolicy()
-    if not isinstance(raw, Mapping):
-        raise BonError(f"{where}: leakage must be a mapping with {', '.join(KEYS)}")
-    unknown = sorted(set(raw) - set(KEYS))
-    if unknown:
-        raise BonError(f"{where}: leakage: unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
-    for key, allowed in (("grader_judges", GRADER_POLICIES), ("overlapping_pairs", PAIR_POLICIES)):
-        if key in raw and raw[key] not in allowed:
-            raise BonError(f"{where}: leakage: {key} must be {' or '.join(allowed)}, got {raw[key]!r}")
-    sources = raw.get("sources") or []
-    if isinstance(sources, str) or not all(isinstance(s, str) and s.strip() for s in sources):
-        raise BonError(f"{where}: leakage: sources must be a list of prompt source names, got {sources!r}")
-    return LeakagePolicy(raw.get("grader_judges", "exclude"), raw.get("overlapping_pairs", "drop"), tuple(sources))
 
 
 def study_policy(study: Mapping[str, Any], grader_judges: str | None = None,

@@ -406,7 +406,8 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
     ``bon report`` on the same folder gives the same numbers; no judge call)."""
     from analysis.bon_metrics import RESULT_COLUMNS
     from analysis.bundle import compute
-    from analysis.report import empty_report, write_report
+    from analysis.outputs import write_report
+    from analysis.report import empty_report
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     try:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
+from bon.cli.common import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
                      write_numbers)
 from bon.errors import BonError
 
@@ -66,7 +66,7 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
            overlapping_pairs: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
     from analysis.bundle import compute
-    from analysis.report import write_report
+    from analysis.outputs import write_report
 
     check_output_file(json_out)
     pairs = _benchmark_pairs(run_dir, bench_dir, predictions)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
+from bon.cli.common import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
                      run_option, write_numbers)
 from bon.errors import BonError
 
