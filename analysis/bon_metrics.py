@@ -23,7 +23,6 @@ independent of which other judges or settings are in the run.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from pathlib import Path
@@ -31,11 +30,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from bon.content import TASKS, read_jsonl
+from bon.content import TASKS
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run, read_json  # noqa: F401  (read_json: the analysis modules' JSON reader)
 from bon.seeds import derive_seed
 
 ScoreKey = tuple[str, str, int]
@@ -54,68 +52,32 @@ RESULT_COLUMNS = [
 ]
 
 
-# --- reading a run folder -----------------------------------------------------------------------
+# --- a run's records (read once by bon.run.Run) -----------------------------------------------------------------------
 
 
-def load_picks(run_dir: Path) -> list[dict[str, Any]]:
+def load_picks(run: Run | Path) -> list[dict[str, Any]]:
     """The run's ``picks.jsonl`` records (see :mod:`bon.stages.select`)."""
-    path = RunFolder(Path(run_dir), existing=True).picks
-    if not path.exists():
-        raise BonError(f"{path}: no picks; is {run_dir} a finished study folder?")
-    return [rec for _, rec in read_jsonl(path)]
+    return as_run(run).pick_records
 
 
-def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
-    """``picks.jsonl`` and the picks ``bon select`` wrote at the study's N (:meth:`RunFolder.picks_files`):
-    a (judge, strategy label) already read from an earlier file is not read again, and picks files of a
-    smaller ``--n`` are left out (their random and oracle levels are of another N)."""
-    run = RunFolder(Path(run_dir), existing=True)
-    records, seen = [], set()
-    for path in run.picks_files():
-        mine = [rec for _, rec in read_jsonl(path)]
-        if path != run.picks:
-            mine = [r for r in mine if run.picks_file(r.get("judge", ""), r.get("strategy", "")) == path]
-        keys = {(r.get("judge"), r.get("strategy", "")) for r in mine}
-        records += [r for r in mine if (r.get("judge"), r.get("strategy", "")) not in seen]
-        seen |= keys
-    if not records:
-        raise BonError(f"{run.picks}: no picks; is {run_dir} a finished study folder?")
-    return records
+def load_selected_picks(run: Run | Path) -> list[dict[str, Any]]:
+    """``picks.jsonl`` and the picks ``bon select`` wrote at the study's N (:attr:`bon.run.Run.selected_pick_records`)."""
+    return as_run(run).selected_pick_records
 
 
-def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
+def load_scores(run: Run | Path) -> dict[ScoreKey, dict[str, Any]]:
     """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
-    path = RunFolder(Path(run_dir), existing=True).scores
-    if not path.exists():
-        raise BonError(f"{path}: no verifier scores; is {run_dir} a finished study folder?")
-    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)}
+    return as_run(run).score_records
 
 
-def read_config(run_dir: Path) -> dict[str, Any]:
+def read_config(run: Run | Path) -> dict[str, Any]:
     """config.yaml as a dict ({} when missing or unreadable: the analysis does not need it)."""
-    try:
-        raw = yaml.safe_load(RunFolder(Path(run_dir), existing=True).config.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError, ValueError):  # ValueError: not UTF-8, or an integer of 5000 digits
-        return {}
-    return raw if isinstance(raw, dict) else {}
+    return as_run(run).config
 
 
-def run_n(run_dir: Path) -> int | None:
+def run_n(run: Run | Path) -> int | None:
     """Candidates per prompt from the run's ``config.yaml`` (None when it cannot be read)."""
-    try:
-        return int((read_config(run_dir).get("study") or {})["n"])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def read_json(path: Path, what: str = "") -> Any:
-    """A JSON file of the run folder, or None when it is not there; a one-line error when unreadable."""
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BonError(f"{path}: unreadable {what}({exc})") from None
+    return as_run(run).n
 
 
 # --- one row per pick -----------------------------------------------------------------------------
@@ -181,9 +143,10 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
     return table
 
 
-def load_prompt_level(run_dir: Path) -> pd.DataFrame:
-    """:func:`prompt_level` for a run folder."""
-    return prompt_level(load_picks(run_dir), load_scores(run_dir), run_n(run_dir))
+def load_prompt_level(run: Run | Path) -> pd.DataFrame:
+    """:func:`prompt_level` of a run."""
+    run = as_run(run)
+    return prompt_level(run.pick_records, run.score_records, run.n)
 
 
 # --- bootstrap helpers (shared with statistics and leaderboard) -------------------------------------

@@ -20,12 +20,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import load_scores, task_order
+from analysis.bon_metrics import task_order
 from analysis.bundle import CORRELATION_COLUMNS, SCOPES, ReportBundle, compute, finite, fmt_p, inline
 from analysis.plots import TASK_TITLES
 from analysis.statistics import POINT
-from bon.content import read_jsonl, slug
+from bon.content import slug
 from bon.errors import BonError
+from bon.run import Run, as_run
 from bon.runfolder import RunFolder, write_text
 
 THUMB = 112  # px, longest side of a candidate thumbnail
@@ -413,7 +414,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     parts.append(f'<p class="muted small">Every preference pair and Best-of-N match, with both orders\' verdicts, '
                  f"scores and reasons: <code>bon view --run {esc(run_dir)}</code> writes <code>view.html</code>.</p>")
     try:
-        parts.append(samples_html(run_dir, b.prompts, sample_prompts))
+        parts.append(samples_html(b.run or run_dir, b.prompts, sample_prompts))
     except (BonError, OSError, ValueError, KeyError) as exc:
         parts.append(f'<p class="muted">Samples unavailable: {esc(exc)}</p>')
 
@@ -650,22 +651,22 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
     return chosen
 
 
-def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:
+def samples_html(run: Run | Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:
     """Each sampled prompt with its N candidates per generator, who picked which, and the verifier's scores."""
     if prompts is None or prompts.empty or per_task <= 0:
         return '<p class="muted">No picks to show.</p>'
-    run = RunFolder(Path(run_dir), existing=True)
-    run_dir = run.root
-    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)}
+    records = as_run(run)
+    run, run_dir = records.folder, records.root
+    prompt_recs = {r["id"]: r for r in records.prompt_records}
     judges = list(dict.fromkeys(prompts["judge"]))
     code = {j: f"J{i + 1}" for i, j in enumerate(judges)}
     out = ['<p class="legend">Judges: ' + " ".join(f'<span class="tag">{esc(code[j])}</span>{esc(j)}' for j in judges)
            + '. A green frame marks the verifier\'s best candidate; the bar shows the verifier score.</p>']
     chosen = _choose_prompts(prompts, per_task)
     gens = list(dict.fromkeys(prompts["generator"]))
-    cands = {gen: {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(run.candidates(gen))} for gen in gens}
+    cands = {gen: {(r["prompt_id"], int(r["index"])): r for r in records.candidate_records(gen)} for gen in gens}
     all_scores: dict[tuple[str, str], dict[int, Any]] = {}  # (generator, prompt id) -> candidate index -> score
-    for (gen, pid, k), r in load_scores(run_dir).items():
+    for (gen, pid, k), r in records.score_records.items():
         all_scores.setdefault((gen, pid), {})[k] = r.get("score")
     for task, pid in chosen:
         rec = prompt_recs.get(pid, {})

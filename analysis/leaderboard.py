@@ -26,10 +26,10 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.bon_metrics import (iter_settings, load_picks, load_scores, load_selected_picks, percentile_ci, prompt_level,
-                                  prompt_weights, read_json, run_n, setting_intervals, setting_matrix, weighted_means)
+from analysis.bon_metrics import (iter_settings, percentile_ci, prompt_level, prompt_weights, setting_intervals, setting_matrix,
+                                  weighted_means)
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 
 LEADERBOARD_COLUMNS = [
@@ -55,8 +55,8 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
     return out
 
 
-def load_stats(run_dir: Path) -> dict[str, Any]:
-    return read_json(RunFolder(Path(run_dir), existing=True).stats) or {}
+def load_stats(run: Run | Path) -> dict[str, Any]:
+    return as_run(run).stats
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
@@ -158,25 +158,26 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
     return pd.concat(parts, ignore_index=True)
 
 
-def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
+def run_leaderboard(run: Run | Path, task: str, generator: str, strategy: str | None = None,
                     bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
     """:func:`leaderboard` for a run folder (the study's picks and those of ``bon select``), with the run's
     own MMRB2 accuracies beside each judge."""
     from analysis.statistics import run_judge_axis
 
-    picks = load_selected_picks(run_dir)
+    run = as_run(run)
+    picks = run.selected_pick_records
     if strategy is None:  # the study's own strategy unless asked for one of `bon select`
-        own = {p.get("strategy", "") for p in load_picks(run_dir)}
+        own = {p.get("strategy", "") for p in run.pick_records}
         picks = [p for p in picks if p.get("strategy", "") in own]
-    prompts = prompt_level(picks, load_scores(run_dir), run_n(run_dir))
+    prompts = prompt_level(picks, run.score_records, run.n)
     acc = None
     try:
-        axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
+        axis = run_judge_axis(run, list(dict.fromkeys(prompts["judge"])))
         a = axis.table[axis.table.task == task]
         acc = dict(zip(a["judge"], a["accuracy"]))
     except BonError:
         pass  # a run without a preference set still gets its ranking
-    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed)
+    return leaderboard(prompts, task, generator, strategy, run.stats, acc, bootstrap, seed)
 
 
 def format_leaderboard(table: pd.DataFrame) -> str:

@@ -27,8 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from bon import mmrb2
 from bon.config import LeakagePolicy, parse_policy  # the config's leakage: section (read with the config)
-from bon.content import load_prompts
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 
 Overlap = Callable[[str, mmrb2.Pair], "str | None"]  # (task, pair) -> why the pair overlaps, or None
 
@@ -59,13 +58,13 @@ class Downstream:
     digests: set[str] = field(default_factory=set)
 
 
-def downstream(run_dir: Path, prompt_ids: Iterable[str]) -> Downstream:
+def downstream(run: Run | Path, prompt_ids: Iterable[str]) -> Downstream:
     """The sources and content hashes of the Best-of-N prompts (those with picks) in ``prompts.jsonl``."""
-    path = RunFolder(Path(run_dir), existing=True).prompts
-    if not path.exists():
+    run = as_run(run)
+    if not run.folder.prompts.exists():
         return Downstream()
     wanted = set(prompt_ids)
-    prompts = [p for p in load_prompts(path) if p.id in wanted]
+    prompts = [p for p in run.prompt_objects.values() if p.id in wanted]
     sources = {source_key(s): str(s) for s in (p.metadata.get("source") for p in prompts) if s}
     return Downstream(sources, {p.content.digest for p in prompts})
 

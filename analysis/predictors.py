@@ -47,7 +47,7 @@ from analysis.bon_metrics import (iter_settings, multinomial_weights, setting_ma
 from analysis.leakage import Overlap, drop_overlapping
 from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearson, spearman
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 
 PREDICTORS = {
@@ -62,17 +62,18 @@ PREDICTORS = {
 # --- the judge side ------------------------------------------------------------------------------
 
 
-def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, PairOutcomes]:
+def run_task_pairs(run: Run | Path, judges: Sequence[str]) -> dict[str, PairOutcomes]:
     """The run's preference set (``mmrb2/``) and its judges' judgment files, per Best-of-N task."""
-    run = RunFolder(Path(run_dir), existing=True)
+    run = as_run(run)
+    folder = run.folder
     out: dict[str, PairOutcomes] = {}
     for task in TASKS:
-        if not (run.mmrb2 / task.file).exists():
+        if not (folder.mmrb2 / task.file).exists():
             continue
-        files = {j: run.judgment_file(j, task.file) for j in judges}
-        judgments = {j: mmrb2.load_judgments(f) for j, f in files.items() if f.exists()}
+        files = {j: folder.judgment_file(j, task.file) for j in judges}
+        judgments = {j: run.judgments(f) for j, f in files.items() if f.exists()}
         if judgments:
-            out[task.name] = pair_outcomes(task.name, mmrb2.load_pairs(run.mmrb2 / task.file), judgments)
+            out[task.name] = pair_outcomes(task.name, run.pairs(folder.mmrb2 / task.file), judgments)
     return out
 
 
@@ -246,7 +247,7 @@ def records_for(tasks: Mapping[str, PairOutcomes], prompts: pd.DataFrame, flags:
             "shared_grader": flag_records(flags or {}, judges, bon), "bootstrap": bootstrap, "seed": seed, "level": level}
 
 
-def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
+def bundle_records(run: Run | Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
                    bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
                    tasks: Mapping[str, PairOutcomes] | None = None, source: str = "the run's preference set") -> dict[str, Any] | None:
     """The report bundle's predictor records: on ``tasks`` (default: the run's own preference set), with the
@@ -257,7 +258,7 @@ def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any
     flags = stats.get("shared_grader") or {}
     try:
         if tasks is None:
-            tasks = run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"])))
+            tasks = run_task_pairs(run, list(dict.fromkeys(prompts["judge"])))
         if not tasks and not agreement and not flags:
             return None
         records = records_for(tasks, prompts, flags, bootstrap, seed, level)

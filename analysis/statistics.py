@@ -27,7 +27,7 @@ from analysis.leakage import Overlap, drop_overlapping
 from bon import mmrb2
 from bon.content import slug
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 from bon.tasks import TASK_NAMES, TASKS, bon_task, is_task
 
@@ -372,14 +372,15 @@ def _keep(pairs: list[mmrb2.Pair], task: str, excl: dict[str, set[str]], where: 
     return kept, sorted(found)
 
 
-def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
+def run_judge_axis(run: Run | Path, judges: Sequence[str] | None = None,
                    exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
                    overlap: Overlap | None = None) -> JudgeAxis:
     """Accuracies from the run's own preference set: ``mmrb2/<task>.json`` and
     ``mmrb2/judgments/<judge>/<task>.json``. ``judges`` (names as in picks.jsonl) maps the folder
     names, which are slugs, back to judge names; ``overlap`` (:mod:`analysis.leakage`) drops the pairs
     that leak the downstream benchmark into the accuracy."""
-    root = RunFolder(Path(run_dir), existing=True).mmrb2
+    run = as_run(run)
+    root = run.folder.mmrb2
     if not root.is_dir():
         raise BonError(f"{root}: no preference set in this run folder")
     names = {slug(j): j for j in (judges or [])}
@@ -390,13 +391,13 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
     for task, file in ((t.name, t.file) for t in TASKS):
         if not (root / file).exists():
             continue
-        pairs, dropped = _keep(mmrb2.load_pairs(root / file), task, excl, str(root / file))
+        pairs, dropped = _keep(run.pairs(root / file), task, excl, str(root / file))
         pairs, leaks[task] = drop_overlapping(pairs, task, overlap)
         excluded[task] = dropped
         judgments = {}
         for folder in sorted((root / "judgments").glob("*")):
             if (folder / file).exists():
-                judgments[names.get(folder.name, folder.name)] = mmrb2.load_judgments(folder / file)
+                judgments[names.get(folder.name, folder.name)] = run.judgments(folder / file)
         if judgments:
             outcomes[task] = pair_outcomes(task, pairs, judgments)
     if not outcomes:
@@ -475,7 +476,7 @@ def _csv_axis(label: str, table: pd.DataFrame, source: str) -> JudgeAxis:
     return JudgeAxis(label, table[AXIS_COLUMNS])
 
 
-def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
+def accuracy_axis(spec: str | Path | None, run_dir: Run | Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
     """``"run"`` (the run's mmrb2/), ``"published"``, or a file: a CSV with judge, task, accuracy[, n_pairs]
     columns, or one ``bon mmrb2 accuracy --json`` output named ``JUDGE=FILE``."""
     if spec in (None, "run"):

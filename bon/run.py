@@ -19,7 +19,7 @@ import json
 import sqlite3
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 import yaml
@@ -46,18 +46,20 @@ def load_run(path: str | Path) -> "Run":
 
 def as_run(run: "Run | str | Path") -> "Run":
     """A ``Run`` as is, a path read as one (for callers that still hold a folder name)."""
-    return run if isinstance(run, Run) else Run(Path(run))
+    return run if isinstance(run, Run) else Run(Path(run), check=False)
 
 
 class Run:
     """One study folder: its config, its records as frames, and the raw records the analysis works on."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, check: bool = True):
+        """``check``: refuse a folder holding none of a run's files (False: each reader names what it misses)."""
         self.root = Path(root)
         self.folder = RunFolder(self.root, existing=True)  # "no such run folder"
-        if not any((self.root / name).exists() for name in RUN_MARKERS):
+        if check and not any((self.root / name).exists() for name in RUN_MARKERS):
             raise BonError(f"{self.root}: not a run folder (none of {', '.join(RUN_MARKERS)} is there)")
         self._candidate_objects: dict[str, dict[tuple[str, str], dict[int, Any]]] = {}
+        self._files: dict[tuple[str, Path], Any] = {}  # MMRB2-format files of the run, parsed once each
 
     def __repr__(self) -> str:
         return f"Run({str(self.root)!r})"
@@ -99,7 +101,7 @@ class Run:
 
     def json(self, path: Path, what: str = "") -> Any:
         """A JSON file of the run, or None when it is not there; a one-line error when unreadable."""
-        return _read_json(path, what)
+        return read_json(path, what)
 
     @cached_property
     def pick_records(self) -> list[dict[str, Any]]:
@@ -157,6 +159,34 @@ class Run:
             self._candidate_objects[generator] = _candidates(self.folder, generator)
         return self._candidate_objects[generator]
 
+    def candidate_records(self, generator: str) -> list[dict[str, Any]]:
+        """One generator's ``candidates.jsonl`` records, read once."""
+        return self._file("candidates", self.folder.candidates(generator),
+                          lambda path: [rec for _, rec in read_jsonl(path)])
+
+    def pairs(self, path: Path) -> list[Any]:
+        """An MMRB2 task file's pairs (:func:`bon.mmrb2.load_pairs`), read once."""
+        from bon import mmrb2
+
+        return self._file("pairs", path, mmrb2.load_pairs)
+
+    def judgments(self, path: Path) -> dict[str, Any]:
+        """An MMRB2 judgment file (:func:`bon.mmrb2.load_judgments`), read once; callers must not change it."""
+        from bon import mmrb2
+
+        return self._file("judgments", path, mmrb2.load_judgments)
+
+    def _file(self, kind: str, path: Path, read: Any) -> Any:
+        key = (kind, Path(path))
+        if key not in self._files:
+            self._files[key] = read(Path(path))
+        return self._files[key]
+
+    @cached_property
+    def curve_records(self) -> list[tuple[Path, Any]]:
+        """Every ``curves/*.json`` (``bon curve --json``) with its path."""
+        return [(f, self.json(f, "curve ")) for f in sorted(self.folder.curves.glob("*.json"))]
+
     def generators(self) -> list[str]:
         folder = self.root / "candidates"
         return sorted(p.name for p in folder.iterdir() if (p / "candidates.jsonl").exists()) if folder.is_dir() else []
@@ -178,7 +208,7 @@ class Run:
         for gen in self.generators():
             path = self.folder.candidates(gen)
             base = path.parent.relative_to(self.root).as_posix()
-            for _, r in read_jsonl(path):
+            for r in self.candidate_records(gen):
                 rows.append({"generator": r.get("generator", gen), "prompt_id": r.get("prompt_id"), "index": r.get("index"),
                              "seed": r.get("seed"), "text": _text(r.get("content")),
                              "images": [f"{base}/{v}" for k, v in _entries(r.get("content")) if k == "image"],
@@ -234,10 +264,10 @@ class Run:
         for task in TASKS:
             if not (root / task.file).exists():
                 continue
-            pairs = mmrb2.load_pairs(root / task.file)
+            pairs = self.pairs(root / task.file)
             for folder in sorted((root / "judgments").glob("*")):
                 if (folder / task.file).exists():
-                    found = mmrb2.accuracy(pairs, mmrb2.load_judgments(folder / task.file))
+                    found = mmrb2.accuracy(pairs, self.judgments(folder / task.file))
                     rows.append({"judge": names.get(folder.name, folder.name), "task": task.name, **found})
         columns = ["judge", "task", "accuracy", "total_pairs", "evaluated_pairs", "missing_pairs", "correct",
                    "judgements", "skipped_judgements", "invalid_judgements", "unknown_ids"]
@@ -304,9 +334,17 @@ class Run:
             out.append((pick, keys))
         return out
 
+    @cached_property
+    def judge_ids(self) -> dict[str, str]:
+        """Judge label -> the id its answers are stored under (from stats.json's identities)."""
+        return {label: _judge_id(ident) for label, ident in self._identities().items()}
+
     def _match_verdicts(self) -> dict[tuple, dict[str, Any]]:
-        wanted = {k for _, keys in self._match_plan for m in keys for k in m[4:] if k is not None}
-        out = {}
+        return self.stored_verdicts(k for _, keys in self._match_plan for m in keys for k in m[4:] if k is not None)
+
+    def stored_verdicts(self, keys: Iterable[tuple[str, str, str, str]]) -> dict[tuple, dict[str, Any]]:
+        """``{(judge id, prompt, a, b hashes): {"v", "score", "reason"}}`` of the stored first samples among ``keys``."""
+        wanted, out = set(keys), {}
         for jid in sorted({k[0] for k in wanted}):
             for prompt, a, b, better, score, missing, meta in self._query(
                     "SELECT prompt, a, b, better, score, missing, meta FROM judgments WHERE judge_id = ? AND sample = 0", (jid,)):
@@ -347,7 +385,8 @@ def _candidates(run: RunFolder, generator: str) -> dict[tuple[str, str], dict[in
     return out
 
 
-def _read_json(path: Path, what: str = "") -> Any:
+def read_json(path: Path, what: str = "") -> Any:
+    """A JSON file, or None when it is not there; a one-line error when unreadable."""
     if not path.exists():
         return None
     try:

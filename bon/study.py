@@ -411,7 +411,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     try:
-        bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
+        bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request (the run folder read once)
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
         results = pd.DataFrame(columns=RESULT_COLUMNS)
         write_text(run.results, results.to_csv(index=False))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -67,10 +67,12 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
     from analysis.bundle import compute
     from analysis.outputs import write_report
+    from bon.run import as_run
 
     check_output_file(json_out)
-    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
-    bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
+    run = as_run(run_dir)  # read once: every table below is a function of it
+    pairs = _benchmark_pairs(run, bench_dir, predictions)
+    bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs)
     problem = bundle.degenerate()
@@ -107,17 +109,17 @@ def view(run_dir: Path, out_dir: Optional[Path]) -> None:
               f"judges; the orders disagree on {disagree})")
 
 
-def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tuple[str, ...]):
+def _benchmark_pairs(run: Any, bench_dir: Optional[Path], predictions: tuple[str, ...]):
     """The predictor table's pairs from a real MMRB2 folder and judgment files, or None (the run's own)."""
     if bench_dir is None and not predictions:
         return None
     if bench_dir is None or not predictions:
         raise BonError("--bench-dir and --predictions go together: the MMRB2 folder and each judge's judgment files")
-    from analysis.bon_metrics import load_picks
     from analysis.predictors import benchmark_task_pairs
     from bon.mmrb2 import assign_predictions
 
-    judges = {p.get("judge") for p in load_picks(run_dir)}
+    judges = {p.get("judge") for p in run.pick_records}
+    run_dir = run.root
     files: dict[str, dict[str, Path]] = {}
     for item in predictions:
         judge = max((j for j in judges if item.startswith(f"{j}=")), key=len, default=None)  # labels may hold "="
