@@ -23,6 +23,7 @@ independent of which other judges or settings are in the run.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from pathlib import Path
@@ -157,12 +158,17 @@ def task_order(tasks: Iterable[str]) -> list[str]:
     return [t for t in TASKS if t in seen] + sorted(t for t in seen if t not in TASKS)
 
 
+@functools.lru_cache(maxsize=256)
 def multinomial_weights(n_items: int, bootstrap: int, seed: int) -> np.ndarray:
-    """``bootstrap`` x ``n_items`` resampling multiplicities (each row sums to ``n_items``)."""
+    """``bootstrap`` x ``n_items`` resampling multiplicities (each row sums to ``n_items``). Drawn once per
+    (size, replicates, seed) and shared by every table that resamples the same items (read-only)."""
     if n_items == 0:
-        return np.zeros((bootstrap, 0))
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=bootstrap).astype(float)
+        out = np.zeros((bootstrap, 0))
+    else:
+        rng = np.random.default_rng(seed)
+        out = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=bootstrap).astype(float)
+    out.flags.writeable = False
+    return out
 
 
 def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -187,8 +193,14 @@ def percentile_ci(replicates: np.ndarray, level: float = 0.95, axis: int = 0) ->
 
 def setting_matrix(prompts: pd.DataFrame, column: str, judges: Sequence[str], prompt_ids: Sequence[str]) -> np.ndarray:
     """Judges x prompts matrix of ``column`` for one setting (NaN where a judge has no such pick)."""
-    pivot = prompts.pivot_table(index="judge", columns="prompt_id", values=column, aggfunc="first", dropna=False)
-    return pivot.reindex(index=list(judges), columns=list(prompt_ids)).to_numpy(float)
+    rows = pd.Index(list(judges)).get_indexer(prompts["judge"])
+    cols = pd.Index(list(prompt_ids)).get_indexer(prompts["prompt_id"])
+    values = pd.to_numeric(prompts[column], errors="coerce").to_numpy(float)
+    out = np.full((len(judges), len(prompt_ids)), np.nan)
+    keep = (rows >= 0) & (cols >= 0) & ~np.isnan(values)
+    cells, first = np.unique((rows * len(prompt_ids) + cols)[keep], return_index=True)
+    out.flat[cells] = values[keep][first]  # the first value of each cell, skipping NaN (pivot_table's "first")
+    return out
 
 
 def prompt_weights(seed: int, task: str, generator: str, n_prompts: int, bootstrap: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm, rankdata
+from scipy.special import ndtr, ndtri  # the normal cdf and its inverse (scipy.stats takes a second to import)
 
 from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile_ci, setting_matrix, task_order,
                                   weighted_means)
@@ -91,8 +91,28 @@ def ranks(x: np.ndarray) -> np.ndarray:
     """Average ranks over the last axis among finite entries (NaN stays NaN)."""
     x = np.asarray(x, float)
     ok = np.isfinite(x)
-    r = rankdata(np.where(ok, x, np.inf), axis=-1)
+    r = average_ranks(np.where(ok, x, np.inf))
     return np.where(ok, r, np.nan)
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n over the last axis, ties sharing their mean rank (``scipy.stats.rankdata``'s "average")."""
+    x = np.asarray(x)
+    n = x.shape[-1] if x.ndim else 0
+    if x.size == 0:
+        return np.zeros(x.shape)
+    order = np.argsort(x, axis=-1, kind="mergesort")
+    ordered = np.take_along_axis(x, order, -1)
+    idx = np.broadcast_to(np.arange(n), ordered.shape)
+    first = np.ones(ordered.shape, bool)  # where a run of equal values starts
+    first[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    last = np.ones(ordered.shape, bool)
+    last[..., :-1] = first[..., 1:]
+    start = np.maximum.accumulate(np.where(first, idx, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, idx, n - 1), -1), axis=-1), -1)
+    out = np.empty(ordered.shape)
+    np.put_along_axis(out, order, 0.5 * (start + end + 2), -1)
+    return out
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -174,8 +194,8 @@ def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float 
     with np.errstate(invalid="ignore", divide="ignore"):
         share = ((finite & (reps < pt)).sum(-1) + 0.5 * (finite & (reps == pt)).sum(-1)) / n
         share = np.clip(share, 0.5 / np.maximum(n, 1), 1.0 - 0.5 / np.maximum(n, 1))
-        z0 = norm.ppf(share)
-    z = norm.ppf(0.5 + level / 2.0)
+        z0 = ndtri(share)
+    z = ndtri(0.5 + level / 2.0)
     ordered = np.sort(np.where(finite, reps, np.inf), axis=-1)  # undefined replicates sort last, out of reach
 
     def q(values: np.ndarray, prob: np.ndarray) -> np.ndarray:
@@ -188,7 +208,7 @@ def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float 
         with np.errstate(invalid="ignore"):
             return np.where(frac > 0, a + (b - a) * frac, a)
 
-    lo, hi = q(ordered, norm.cdf(2 * z0 - z)), q(ordered, norm.cdf(2 * z0 + z))
+    lo, hi = q(ordered, ndtr(2 * z0 - z)), q(ordered, ndtr(2 * z0 + z))
     fallback = np.abs(z0) > BC_MAX_Z0
     if np.any(fallback):
         zs = np.arctanh(np.clip(ordered, -0.999999, 0.999999))  # inf (undefined) stays at the end
