@@ -216,7 +216,7 @@ def thumbnail(path: Path, size: int = THUMB) -> str | None:
             im.thumbnail((size, size))
             jpg, png = io.BytesIO(), io.BytesIO()
             im.save(jpg, format="JPEG", quality=85)
-            im.save(png, format="PNG", optimize=True)
+            im.save(png, format="PNG")  # optimize=True: 5% smaller, 4x slower, and JPEG is smaller for photos anyway
     except (OSError, ValueError):
         return None
     if png.tell() <= jpg.tell():
