@@ -6,6 +6,7 @@ imports the other, so the files can never disagree."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from analysis.bundle import ReportBundle
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
@@ -32,20 +33,47 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 
 
 def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
-    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
-    out: dict[str, list[Path]] = {}
+    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder. Each figure is
+    drawn by its own forked worker when cores allow (:func:`bon.stages.pool.run_jobs`; ``BON_WORKERS=1``: in
+    this process): drawing is most of a small report's time, and every figure is independent of the others."""
+    from bon.stages.pool import run_jobs
+
+    jobs = figure_jobs(folder, b)
+    folder.figures.mkdir(parents=True, exist_ok=True)
+    drawn = run_jobs(lambda i: jobs[i][1](), len(jobs), figure_workers(len(jobs)))
+    return {name: paths for (name, _), paths in zip(jobs, drawn)}
+
+
+def figure_workers(jobs: int) -> int:
+    """Worker processes for ``jobs`` figures: one per usable core (Linux only), at most one per figure."""
+    import os
+    import sys
+
+    from bon.stages.pool import WORKERS_ENV, usable_cores
+
+    wanted = os.environ.get(WORKERS_ENV, "")
+    cores = int(wanted) if wanted.isdigit() and int(wanted) > 0 else usable_cores()
+    return max(1, min(cores, jobs)) if sys.platform.startswith("linux") else 1
+
+
+def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:
+    """(name, draw) of every figure the bundle has data for, in the report's order."""
     left_out = b.excluded_judges
     note = FIGURE_NOTE.format(b=b.bootstrap, s=b.seed) + (
         f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
-    png = correlation_figure(b.metrics[~b.metrics["judge"].isin(left_out)], folder.figure, intervals=b.correlations,
-                             formats=("png", "svg"), note=note, title=figure_title(b.study))
-    out["correlation"] = [png, png.with_suffix(".svg")]
+
+    def correlation() -> list[Path]:
+        png = correlation_figure(b.metrics[~b.metrics["judge"].isin(left_out)], folder.figure, intervals=b.correlations,
+                                 formats=("png", "svg"), note=note, title=figure_title(b.study))
+        return [png, png.with_suffix(".svg")]
+
+    jobs: list[tuple[str, Callable[[], list[Path]]]] = [("correlation", correlation)]
     if not b.leaderboards.empty:
-        out["reranker"] = reranker_figure(b.leaderboards, folder.figure_file("reranker"))
+        jobs.append(("reranker", lambda: reranker_figure(b.leaderboards, folder.figure_file("reranker"))))
     if b.curves is not None and not b.curves.empty:
-        out["curves"] = bon_curves_figure(b.curves, folder.figure_file("curves"))
+        jobs.append(("curves", lambda: bon_curves_figure(b.curves, folder.figure_file("curves"))))
     if b.power:
-        out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
+        jobs.append(("power", lambda: power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])))
     if b.tradeoff and b.tradeoff.get("records"):
-        out["tradeoff"] = [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]
-    return out
+        jobs.append(("tradeoff", lambda: [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]))
+    return jobs
