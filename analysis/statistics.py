@@ -248,9 +248,21 @@ class PairOutcomes:
         """Accuracy (%) per bootstrap weight row: (B x pairs) -> (B x judges)."""
         return self.rate("overall", weights)
 
+    _replicated: dict = field(default_factory=dict, repr=False, compare=False)  # (predictor, weights id) -> result
+
     def rate(self, predictor: str, weights: np.ndarray | None = None) -> np.ndarray:
         """A predictor of :data:`analysis.predictors.PREDICTORS` in percent: judges, or (B x judges) with pair
-        weights (B x pairs)."""
+        weights (B x pairs). Replicates of shared (read-only) weights are computed once per predictor: the
+        accuracy table, the correlations and the predictor table resample the same pairs."""
+        if weights is None or weights.flags.writeable:
+            return self._rate(predictor, weights)
+        key = (predictor, id(weights))
+        held = self._replicated.get(key)
+        if held is None or held[0] is not weights:
+            held = self._replicated[key] = (weights, self._rate(predictor, weights))
+        return held[1].copy()
+
+    def _rate(self, predictor: str, weights: np.ndarray | None) -> np.ndarray:
         w = np.ones((1, len(self.pair_ids))) if weights is None else weights
         if predictor == "overall":  # the only one that outcomes built without the predictor arrays have
             num, den = self.correct, self.counted
