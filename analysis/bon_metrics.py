@@ -26,7 +26,7 @@ independent of which other judges or settings are in the run.
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -35,11 +35,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from bon.content import TASKS, read_jsonl
+from bon.content import TASKS
 from bon.errors import BonError
-from bon.runfolder import RunFolder, check_n, check_pick, check_unique_picks
+from bon.run import Run, as_run, read_json  # noqa: F401  (read_json: the analysis modules' JSON reader)
 from bon.seeds import derive_seed
 
 ScoreKey = tuple[str, str, int]
@@ -58,86 +57,32 @@ RESULT_COLUMNS = [
 ]
 
 
-# --- reading a run folder -----------------------------------------------------------------------
+# --- a run's records (read once by bon.run.Run) -----------------------------------------------------------------------
 
 
-def load_picks(run_dir: Path) -> list[dict[str, Any]]:
+def load_picks(run: Run | Path) -> list[dict[str, Any]]:
     """The run's ``picks.jsonl`` records (see :mod:`bon.stages.select`)."""
-    path = RunFolder(Path(run_dir), existing=True).picks
-    if not path.exists():
-        raise BonError(f"{path}: no picks; is {run_dir} a finished study folder?")
-    return checked_picks(path, run_n(run_dir))
+    return as_run(run).pick_records
 
 
-def checked_picks(path: Path, n: int | None) -> list[dict[str, Any]]:
-    """A picks file, read strictly (it is written whole, so a cut line is damage) and checked line by line:
-    indices that are candidates of the prompt, no pick twice."""
-    lines = [(f"{path}:{k}", rec) for k, rec in read_jsonl(path, torn_tail_ok=False)]
-    for where, rec in lines:
-        check_pick(rec, where, n)
-    check_unique_picks(lines)
-    return [rec for _, rec in lines]
+def load_selected_picks(run: Run | Path) -> list[dict[str, Any]]:
+    """``picks.jsonl`` and the picks ``bon select`` wrote at the study's N (:attr:`bon.run.Run.selected_pick_records`)."""
+    return as_run(run).selected_pick_records
 
 
-def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
-    """``picks.jsonl`` and the picks ``bon select`` wrote at the study's N (:meth:`RunFolder.picks_files`):
-    a (judge, strategy label) already read from an earlier file is not read again, and picks files of a
-    smaller ``--n`` are left out (their random and oracle levels are of another N)."""
-    run = RunFolder(Path(run_dir), existing=True)
-    records, seen = [], set()
-    n = run_n(run_dir)
-    for path in run.picks_files():
-        mine = checked_picks(path, n if path == run.picks else None)  # a `--n` file's picks are of its smaller n
-        if path != run.picks:
-            mine = [r for r in mine if run.picks_file(r.get("judge", ""), r.get("strategy", "")) == path]
-        keys = {(r.get("judge"), r.get("strategy", "")) for r in mine}
-        records += [r for r in mine if (r.get("judge"), r.get("strategy", "")) not in seen]
-        seen |= keys
-    if not records:
-        raise BonError(f"{run.picks}: no picks; is {run_dir} a finished study folder?")
-    return records
-
-
-def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
+def load_scores(run: Run | Path) -> dict[ScoreKey, dict[str, Any]]:
     """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
-    run = RunFolder(Path(run_dir), existing=True)
-    if not run.scores.exists():
-        raise BonError(f"{run.scores}: no verifier scores; is {run_dir} a finished study folder?")
-    scores = {}
-    for k, r in read_jsonl(run.scores):
-        try:
-            scores[(str(r["generator"]), str(r["prompt_id"]), int(r["index"]))] = r
-        except (KeyError, TypeError, ValueError):
-            raise BonError(f"{run.scores}:{k}: expected generator, prompt_id and an integer index") from None
-    check_n(run.config, run_n(run_dir), run.scores, ((pid, index) for _, pid, index in scores))
-    return scores
+    return as_run(run).score_records
 
 
-def read_config(run_dir: Path) -> dict[str, Any]:
+def read_config(run: Run | Path) -> dict[str, Any]:
     """config.yaml as a dict ({} when missing or unreadable: the analysis does not need it)."""
-    try:
-        raw = yaml.safe_load(RunFolder(Path(run_dir), existing=True).config.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError, ValueError):  # ValueError: not UTF-8, or an integer of 5000 digits
-        return {}
-    return raw if isinstance(raw, dict) else {}
+    return as_run(run).config
 
 
-def run_n(run_dir: Path) -> int | None:
+def run_n(run: Run | Path) -> int | None:
     """Candidates per prompt from the run's ``config.yaml`` (None when it cannot be read)."""
-    try:
-        return int((read_config(run_dir).get("study") or {})["n"])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def read_json(path: Path, what: str = "") -> Any:
-    """A JSON file of the run folder, or None when it is not there; a one-line error when unreadable."""
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BonError(f"{path}: unreadable {what}({exc})") from None
+    return as_run(run).n
 
 
 # --- one row per pick -----------------------------------------------------------------------------
@@ -243,11 +188,11 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
     return table
 
 
-def load_prompt_level(run_dir: Path) -> pd.DataFrame:
-    """:func:`prompt_level` for a run folder, its failed verifier scores handled as its ``on_failure`` says."""
-    policy = failure_policy(read_config(run_dir).get("study") or {})
-    scores, _ = apply_on_failure(load_scores(run_dir), policy.applied)
-    return prompt_level(load_picks(run_dir), scores, run_n(run_dir))
+def load_prompt_level(run: Run | Path) -> pd.DataFrame:
+    """:func:`prompt_level` of a run, its failed verifier scores handled as its ``on_failure`` says."""
+    run = as_run(run)
+    scores, _ = apply_on_failure(run.score_records, failure_policy(run.study).applied)
+    return prompt_level(run.pick_records, scores, run.n)
 
 
 # --- failed verifier scores ------------------------------------------------------------------------
@@ -334,12 +279,17 @@ def task_order(tasks: Iterable[str]) -> list[str]:
     return [t for t in TASKS if t in seen] + sorted(t for t in seen if t not in TASKS)
 
 
+@functools.lru_cache(maxsize=256)
 def multinomial_weights(n_items: int, bootstrap: int, seed: int) -> np.ndarray:
-    """``bootstrap`` x ``n_items`` resampling multiplicities (each row sums to ``n_items``)."""
+    """``bootstrap`` x ``n_items`` resampling multiplicities (each row sums to ``n_items``). Drawn once per
+    (size, replicates, seed) and shared by every table that resamples the same items (read-only)."""
     if n_items == 0:
-        return np.zeros((bootstrap, 0))
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=bootstrap).astype(float)
+        out = np.zeros((bootstrap, 0))
+    else:
+        rng = np.random.default_rng(seed)
+        out = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=bootstrap).astype(float)
+    out.flags.writeable = False
+    return out
 
 
 def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -364,8 +314,14 @@ def percentile_ci(replicates: np.ndarray, level: float = 0.95, axis: int = 0) ->
 
 def setting_matrix(prompts: pd.DataFrame, column: str, judges: Sequence[str], prompt_ids: Sequence[str]) -> np.ndarray:
     """Judges x prompts matrix of ``column`` for one setting (NaN where a judge has no such pick)."""
-    pivot = prompts.pivot_table(index="judge", columns="prompt_id", values=column, aggfunc="first", dropna=False)
-    return pivot.reindex(index=list(judges), columns=list(prompt_ids)).to_numpy(float)
+    rows = pd.Index(list(judges)).get_indexer(prompts["judge"])
+    cols = pd.Index(list(prompt_ids)).get_indexer(prompts["prompt_id"])
+    values = pd.to_numeric(prompts[column], errors="coerce").to_numpy(float)
+    out = np.full((len(judges), len(prompt_ids)), np.nan)
+    keep = (rows >= 0) & (cols >= 0) & ~np.isnan(values)
+    cells, first = np.unique((rows * len(prompt_ids) + cols)[keep], return_index=True)
+    out.flat[cells] = values[keep][first]  # the first value of each cell, skipping NaN (pivot_table's "first")
+    return out
 
 
 def prompt_weights(seed: int, task: str, generator: str, n_prompts: int, bootstrap: int) -> np.ndarray:

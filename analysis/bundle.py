@@ -1,13 +1,14 @@
-"""The report bundle: every number of a study's analysis, computed once from the run folder.
+"""The report bundle (the one report model): every number of a study's analysis, computed once from a run.
 
-:func:`compute` reads only what a study leaves on disk (``picks.jsonl``, ``scores.jsonl``, ``mmrb2/``,
-``stats.json``, ``config.yaml``, ``curves/*.json``, ``tradeoff.json``) and never calls a judge or writes a file. The
-renderers (:mod:`analysis.report` for markdown, CSV and JSON, :mod:`analysis.html_report` for HTML)
-only format what is here, so the files can never disagree. Adding an analysis: ``analysis/README.md``.
+:func:`compute` is a function of one :class:`bon.run.Run` (``bon.load_run``: the run folder's files, each read
+once) and of the other analysis modules' results; it reads no file itself, never calls a judge and writes nothing. The
+renderers (:mod:`analysis.report` for markdown, :mod:`analysis.html_report` for HTML; :mod:`analysis.outputs`
+writes them with the CSV tables and JSON) only format what is here, so the files can never disagree. Adding an analysis: ``analysis/README.md``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -16,18 +17,27 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
-from analysis.bon_metrics import (apply_on_failure, bon_metrics, failure_counts, failure_policy, load_picks, load_scores,
-                                  prompt_level, read_config, read_json, results_view, run_n, with_accuracies)
+from analysis.bon_metrics import apply_on_failure, bon_metrics, failure_counts, failure_policy, prompt_level, results_view, with_accuracies
 from analysis.headroom import headroom_table
-from analysis.leaderboard import all_leaderboards, load_stats
+from analysis.leaderboard import all_leaderboards
 from analysis.power import power_analysis
 from analysis.predictors import bundle_records
 from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, Setting, accuracy_axis,
                                  correlation_intervals, run_judge_axis, settings_from_prompts)
-from analysis.tradeoff import cheapest_rows, load_tradeoff
+from analysis.tradeoff import cheapest_rows
 from bon.errors import BonError
-from bon.runfolder import RunFolder, strict
+from bon.run import Run, as_run
+from bon.runfolder import strict
 
+DASH = "–"
+SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
+# the correlation table's number columns, report.md's and report.html's: (header, column or (lower, upper) columns)
+CORRELATION_COLUMNS = [
+    ("judges", "n_judges"), ("prompts", "n_prompts"), ("pairs", "n_pairs"), ("r", "pearson_r"),
+    ("r 95% CI", ("pearson_lo", "pearson_hi")), ("CI (meas.)", ("pearson_lo_meas", "pearson_hi_meas")),
+    ("p (r)", "pearson_p_perm"), ("LOO r", ("pearson_loo_min", "pearson_loo_max")), ("ρ", "spearman_rho"),
+    ("ρ 95% CI", ("spearman_lo", "spearman_hi")), ("p (ρ)", "spearman_p_perm"), ("τ", "kendall_tau"),
+    ("τ 95% CI", ("kendall_lo", "kendall_hi"))]
 MIN_CORRELATION_JUDGES = 3
 HEADLINE_PERMUTATIONS = 10000  # judge-label orderings behind the correlation table's p-values
 OTHER_PERMUTATIONS = 1000  # ... and behind those of the other grader-judge choice, shown beside it
@@ -62,6 +72,7 @@ class ReportBundle:
     leakage: dict[str, Any] = field(default_factory=dict)  # analysis.leakage: policy, grader judges, pairs dropped
     correlations_other: pd.DataFrame | None = None  # the correlation under the other grader-judge choice
     scoring: dict[str, Any] = field(default_factory=dict)  # the verifier's metric and its failed scores (scoring_record)
+    run: Run | None = field(default=None, repr=False)  # what it was computed from (the renderers' sample candidates)
 
     @property
     def excluded_judges(self) -> list[str]:
@@ -211,14 +222,26 @@ def inline(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def load_curves(run_dir: Path) -> pd.DataFrame | None:
+def load_curves(run: Run | Path) -> pd.DataFrame | None:
     """Rows of every ``curves/*.json`` (``bon curve --json``) with their judge, or None when there are none."""
     rows = []
-    for file in sorted(RunFolder(Path(run_dir), existing=True).curves.glob("*.json")):
-        data = read_json(file, "curve ")
+    for file, data in as_run(run).curve_records:
         for r in data.get("curve", []):
             rows.append({**r, "judge": data.get("judge", file.stem), "strategy": data.get("strategy", "")})
     return pd.DataFrame(rows) if rows else None
+
+
+def fmt_p(v: Any) -> str:
+    if not finite(v):
+        return DASH
+    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
+
+
+def finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def pooled_text(table: pd.DataFrame | None) -> str:
@@ -235,7 +258,7 @@ def pooled_text(table: pd.DataFrame | None) -> str:
     return f"{where}r = {row['pearson_r']:+.2f}{ci} over {row['n_judges']} judges"
 
 
-def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeAxis | None,
+def judge_axis(run: Run, judges: list[str], accuracies: str | Path | JudgeAxis | None,
                exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
                overlap: leakage.Overlap | None = None) -> JudgeAxis:
     """The x axis: the run's own preference set (empty when it has none), published, a file, or a ready axis."""
@@ -243,18 +266,18 @@ def judge_axis(run_dir: Path, judges: list[str], accuracies: str | Path | JudgeA
         return accuracies
     if accuracies in (None, "run"):
         try:
-            return run_judge_axis(run_dir, judges, exclude_sources, overlap)
+            return run_judge_axis(run, judges, exclude_sources, overlap)
         except BonError:
-            if any(RunFolder(run_dir, existing=True).mmrb2.glob("*.json")):
+            if any(run.folder.mmrb2.glob("*.json")):
                 raise  # a preference set that is there but unreadable is an error, not "none"
             return JudgeAxis("no preference set in this run", pd.DataFrame(columns=AXIS_COLUMNS))
-    return accuracy_axis(accuracies, run_dir, judges)
+    return accuracy_axis(accuracies, run, judges)
 
 
 PredictorPairs = Callable[..., Mapping[str, PairOutcomes]]  # benchmark_task_pairs with its files bound
 
 
-def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
             accuracies: str | Path | JudgeAxis | None = None,
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
             power: bool = True, power_width: float = 0.5,
@@ -272,26 +295,26 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
     (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
     failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`)."""
-    run_dir = Path(run_dir)
-    config = read_config(run_dir)
+    run = as_run(run)
+    config = run.config
     study = config.get("study") or {}
     if accuracies is None:
         accuracies = study_accuracies(study)
     policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
     failure = failure_policy(study, on_failure)
-    picks, stored = load_picks(run_dir), load_scores(run_dir)
+    stored = run.score_records
     scores, failed = apply_on_failure(stored, failure.applied)
-    prompts = prompt_level(picks, scores, run_n(run_dir))
+    prompts = prompt_level(run.pick_records, scores, run.n)
     if prompts.empty:
-        raise BonError(f"{RunFolder(run_dir, existing=True).picks}: no picks")
+        raise BonError(f"{run.folder.picks}: no picks")
     judges = list(dict.fromkeys(prompts["judge"]))
-    down = leakage.downstream(run_dir, set(prompts["prompt_id"]))
-    own_rule = leakage.own_set_overlap(RunFolder(run_dir, existing=True).mmrb2, down, policy)
-    axis = judge_axis(run_dir, judges, accuracies, exclude_sources, own_rule)
-    stats = load_stats(run_dir)
+    down = leakage.downstream(run, set(prompts["prompt_id"]))
+    own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
+    axis = judge_axis(run, judges, accuracies, exclude_sources, own_rule)
+    stats = leakage.load_stats(run)  # rebuilt from the store when stats.json is missing
     acc = axis.with_intervals(bootstrap, seed, level)
-    metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir)), acc)
-    headroom = headroom_table(prompts, scores, run_n(run_dir))
+    metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n), acc)
+    headroom = headroom_table(prompts, scores, run.n)
     graders = leakage.grader_judges(stats, judges)
     left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
     excluded = list(left_out)
@@ -310,7 +333,7 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     power_result = None
     if power:
         try:
-            power_result = power_analysis(run_dir, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
+            power_result = power_analysis(run, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
                                           judges_grid=(5, 8, 12, 20, 32), sims=100, bootstrap=150, seed=seed,
                                           prompts=prompts, axis=axis, excluded=left_out)
         except BonError:
@@ -331,15 +354,15 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
                   predictor_pairs_rule=f"a pair whose prompt_source is {' or '.join(named)}" if named else
                   "none applies (the Best-of-N prompts record no source)")
     return ReportBundle(
-        run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
+        run_dir=run.root, run=run, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=correlations,
         leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level, excluded=left_out),
-        power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
+        power=power_result, curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats,
-        predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
+        predictors=bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
                                   excluded=left_out),
-        tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
-        scoring=scoring_record(study, failure, failure_counts(picks, stored, failed), stored))
+        tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
+        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed), stored))
 
 
 def study_accuracies(study: Mapping[str, Any]) -> str:

@@ -21,15 +21,15 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
-from analysis.bon_metrics import load_scores, task_order
-from analysis.bundle import ReportBundle, compute, inline
+from analysis.bon_metrics import task_order
+from analysis.bundle import CORRELATION_COLUMNS, SCOPES, ReportBundle, compute, finite, fmt_p, inline
 from analysis.leaderboard import is_best
 from analysis.plots import TASK_TITLES
-from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
 from analysis.tradeoff import flags as tradeoff_flags
-from bon.content import inside, read_jsonl, slug
+from bon.content import inside, slug
 from bon.errors import BonError
+from bon.run import Run, as_run
 from bon.runfolder import RunFolder, write_text
 
 THUMB = 112  # px, longest side of a candidate thumbnail
@@ -219,7 +219,7 @@ def thumbnail(path: Path, size: int = THUMB) -> str | None:
             im.thumbnail((size, size))
             jpg, png = io.BytesIO(), io.BytesIO()
             im.save(jpg, format="JPEG", quality=85)
-            im.save(png, format="PNG", optimize=True)
+            im.save(png, format="PNG")  # optimize=True: 5% smaller, 4x slower, and JPEG is smaller for photos anyway
     except (BonError, OSError, ValueError):  # missing, broken or over the pixel limit: shown without it
         return None
     if png.tell() <= jpg.tell():
@@ -279,7 +279,7 @@ CORR_TITLE = {  # header tooltips, by a part of the header
 
 
 def correlation_columns() -> list[Column]:
-    """report.md's correlation columns (:data:`analysis.report.CORRELATION_COLUMNS`), and p (τ)."""
+    """report.md's correlation columns (:data:`analysis.bundle.CORRELATION_COLUMNS`), and p (τ)."""
     cols: list[Column] = [TASK, text("generator", "generator"), text("scope", lambda r: SCOPES.get(r["scope"], r["scope"]))]
     for label, key in [*CORRELATION_COLUMNS, ("p (τ)", "kendall_p_perm")]:
         title = next((t for part, t in CORR_TITLE.items() if part in label), "")
@@ -419,7 +419,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     parts.append(f'<p class="muted small">Every preference pair and Best-of-N match, with both orders\' verdicts, '
                  f"scores and reasons: <code>bon view --run {esc(run_dir)}</code> writes <code>view.html</code>.</p>")
     try:
-        parts.append(samples_html(run_dir, b.prompts, sample_prompts))
+        parts.append(samples_html(b.run or run_dir, b.prompts, sample_prompts))
     except (BonError, OSError, ValueError, KeyError) as exc:
         parts.append(f'<p class="muted">Samples unavailable: {esc(exc)}</p>')
 
@@ -656,22 +656,22 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
     return chosen
 
 
-def samples_html(run_dir: Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:
+def samples_html(run: Run | Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:
     """Each sampled prompt with its N candidates per generator, who picked which, and the verifier's scores."""
     if prompts is None or prompts.empty or per_task <= 0:
         return '<p class="muted">No picks to show.</p>'
-    run = RunFolder(Path(run_dir), existing=True)
-    run_dir = run.root
-    prompt_recs = {r["id"]: r for _, r in read_jsonl(run.prompts)}
+    records = as_run(run)
+    run, run_dir = records.folder, records.root
+    prompt_recs = {r["id"]: r for r in records.prompt_records}
     judges = list(dict.fromkeys(prompts["judge"]))
     code = {j: f"J{i + 1}" for i, j in enumerate(judges)}
     out = ['<p class="legend">Judges: ' + " ".join(f'<span class="tag">{esc(code[j])}</span>{esc(j)}' for j in judges)
            + '. A green frame marks the verifier\'s best candidate; the bar shows the verifier score.</p>']
     chosen = _choose_prompts(prompts, per_task)
     gens = list(dict.fromkeys(prompts["generator"]))
-    cands = {gen: {(r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(run.candidates(gen))} for gen in gens}
+    cands = {gen: {(r["prompt_id"], int(r["index"])): r for r in records.candidate_records(gen)} for gen in gens}
     all_scores: dict[tuple[str, str], dict[int, Any]] = {}  # (generator, prompt id) -> candidate index -> score
-    for (gen, pid, k), r in load_scores(run_dir).items():
+    for (gen, pid, k), r in records.score_records.items():
         all_scores.setdefault((gen, pid), {})[k] = r.get("score")
     for task, pid in chosen:
         rec = prompt_recs.get(pid, {})

@@ -28,11 +28,10 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
-from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, load_picks, load_scores, load_selected_picks,
-                                  no_information, percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n,
-                                  setting_intervals, setting_matrix, weighted_means)
+from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, no_information, percentile_ci, prompt_level,
+                                  prompt_weights, setting_intervals, setting_matrix, weighted_means)
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 
 LEADERBOARD_COLUMNS = [
@@ -57,28 +56,6 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
             "seconds_per_call": float(part.get("judge_seconds", 0.0) or 0.0) / made if made else math.nan,
         }
     return out
-
-
-def load_stats(run_dir: Path) -> dict[str, Any]:
-    """stats.json (an object, else a one-line error); when it is missing, what it records of the judges rebuilt
-    from the config and the store, with the judges sharing the verifier's grader (so no judge's costs go missing
-    and the leakage guard still leaves the verifier's twins out), or nothing without a readable config."""
-    from analysis.predictors import shared_grader
-    from bon.recorded import grader_view, plugin_identity, read_study_config, stats_from_store
-    from bon.runfolder import read_stats
-
-    run = RunFolder(Path(run_dir), existing=True)
-    stats = read_stats(run.stats)
-    if stats is not None:
-        return stats
-    try:
-        cfg = read_study_config(run)
-        stats = stats_from_store(run, cfg)
-        verifier = grader_view("verifier", cfg.verifier, plugin_identity("verifier", cfg.verifier, cfg.source))
-    except BonError:
-        return {}
-    judges = [grader_view("judge", spec, stats["identities"]["judges"].get(spec.label, {})) for spec in cfg.judges]
-    return {**stats, "shared_grader": shared_grader(judges, verifier)}
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
@@ -199,29 +176,29 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
     return pd.concat(parts, ignore_index=True)
 
 
-def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
+def run_leaderboard(run: Run | Path, task: str, generator: str, strategy: str | None = None,
                     bootstrap: int = 2000, seed: int = 0, grader_judges: str | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for a run folder (the study's picks and those of ``bon select``), with the run's
     own MMRB2 accuracies beside each judge."""
     from analysis.statistics import run_judge_axis
 
-    picks = load_selected_picks(run_dir)
+    run = as_run(run)
+    picks = run.selected_pick_records
     if strategy is None:  # the study's own strategy unless asked for one of `bon select`
-        own = {p.get("strategy", "") for p in load_picks(run_dir)}
+        own = {p.get("strategy", "") for p in run.pick_records}
         picks = [p for p in picks if p.get("strategy", "") in own]
-    policy = failure_policy(read_config(run_dir).get("study") or {})
-    scores, _ = apply_on_failure(load_scores(run_dir), policy.applied)
-    prompts = prompt_level(picks, scores, run_n(run_dir))
+    scores, _ = apply_on_failure(run.score_records, failure_policy(run.study).applied)
+    prompts = prompt_level(picks, scores, run.n)
     acc = None
     try:
-        axis = run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
+        axis = run_judge_axis(run, list(dict.fromkeys(prompts["judge"])))
         a = axis.table[axis.table.task == task]
         acc = dict(zip(a["judge"], a["accuracy"]))
     except BonError:
         pass  # a run without a preference set still gets its ranking
     judges = list(dict.fromkeys(prompts["judge"]))
-    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed,
-                       excluded=leakage.run_exclusions(run_dir, judges, grader_judges))
+    return leaderboard(prompts, task, generator, strategy, leakage.load_stats(run), acc, bootstrap, seed,
+                       excluded=leakage.run_exclusions(run, judges, grader_judges))
 
 
 def is_best(row: Mapping[str, Any]) -> bool:

@@ -26,50 +26,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from bon import mmrb2
-from bon.content import load_prompts
 from bon.errors import BonError
-from bon.runfolder import RunFolder
-
-GRADER_POLICIES = ("exclude", "keep")
-PAIR_POLICIES = ("drop", "keep")
-KEYS = ("grader_judges", "overlapping_pairs", "sources")
+from bon.config import LeakagePolicy, parse_policy  # the config's leakage: section (read with the config)
+from bon.run import Run, as_run
 
 Overlap = Callable[[str, mmrb2.Pair], "str | None"]  # (task, pair) -> why the pair overlaps, or None
-
-
-@dataclass(frozen=True)
-class LeakagePolicy:
-    """What the analysis does with leaky judges and pairs (config ``leakage:``, CLI flags override)."""
-
-    grader_judges: str = "exclude"
-    overlapping_pairs: str = "drop"
-    sources: tuple[str, ...] = ()
-
-    @property
-    def excludes_graders(self) -> bool:
-        return self.grader_judges == "exclude"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"grader_judges": self.grader_judges, "overlapping_pairs": self.overlapping_pairs,
-                "sources": list(self.sources)}
-
-
-def parse_policy(raw: Any, where: str) -> LeakagePolicy:
-    """A config's ``leakage:`` mapping (None: the defaults); a one-line error naming the bad key."""
-    if raw is None:
-        return LeakagePolicy()
-    if not isinstance(raw, Mapping):
-        raise BonError(f"{where}: leakage must be a mapping with {', '.join(KEYS)}")
-    unknown = sorted(set(raw) - set(KEYS))
-    if unknown:
-        raise BonError(f"{where}: leakage: unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
-    for key, allowed in (("grader_judges", GRADER_POLICIES), ("overlapping_pairs", PAIR_POLICIES)):
-        if key in raw and raw[key] not in allowed:
-            raise BonError(f"{where}: leakage: {key} must be {' or '.join(allowed)}, got {raw[key]!r}")
-    sources = raw.get("sources") or []
-    if isinstance(sources, str) or not all(isinstance(s, str) and s.strip() for s in sources):
-        raise BonError(f"{where}: leakage: sources must be a list of prompt source names, got {sources!r}")
-    return LeakagePolicy(raw.get("grader_judges", "exclude"), raw.get("overlapping_pairs", "drop"), tuple(sources))
 
 
 def study_policy(study: Mapping[str, Any], grader_judges: str | None = None,
@@ -98,13 +59,13 @@ class Downstream:
     digests: set[str] = field(default_factory=set)
 
 
-def downstream(run_dir: Path, prompt_ids: Iterable[str]) -> Downstream:
+def downstream(run: Run | Path, prompt_ids: Iterable[str]) -> Downstream:
     """The sources and content hashes of the Best-of-N prompts (those with picks) in ``prompts.jsonl``."""
-    path = RunFolder(Path(run_dir), existing=True).prompts
-    if not path.exists():
+    run = as_run(run)
+    if not run.folder.prompts.exists():
         return Downstream()
     wanted = set(prompt_ids)
-    prompts = [p for p in load_prompts(path) if p.id in wanted]
+    prompts = [p for p in run.prompt_objects.values() if p.id in wanted]
     sources = {source_key(s): str(s) for s in (p.metadata.get("source") for p in prompts) if s}
     return Downstream(sources, {p.content.digest for p in prompts})
 
@@ -179,14 +140,59 @@ def excluded_judges(study: Mapping[str, Any], stats: Mapping[str, Any], judges: 
     return {j: f"{GRADER_REASON} ({family})" for j, family in grader_judges(stats, judges).items()}
 
 
-def run_exclusions(run_dir: Path, judges: Iterable[str] | None = None, choice: str | None = None) -> dict[str, str]:
-    """:func:`excluded_judges` of a run folder (its ``config.yaml`` and ``stats.json``); ``judges``
-    defaults to every judge the study's stats name."""
-    from analysis.bon_metrics import read_config, read_json
+def run_exclusions(run: Run | Path, judges: Iterable[str] | None = None, choice: str | None = None) -> dict[str, str]:
+    """:func:`excluded_judges` of a run (its ``config.yaml`` and :func:`load_stats`); ``judges`` defaults to
+    every judge the study's stats name."""
+    run = as_run(run)
+    stats = load_stats(run)
+    return excluded_judges(run.study, stats, judges if judges is not None else list(stats.get("judges") or {}), choice)
 
-    study = read_config(run_dir).get("study") or {}
-    stats = read_json(RunFolder(Path(run_dir), existing=True).stats, "stats ") or {}
-    return excluded_judges(study, stats, judges if judges is not None else list(stats.get("judges") or {}), choice)
+
+def load_stats(run: Run | Path) -> dict[str, Any]:
+    """stats.json (an object, else a one-line error); when it is missing, what it records of the judges rebuilt
+    from the config and the store, with the judges sharing the verifier's grader (so no judge's costs go missing
+    and the leakage guard still leaves the verifier's twins out), or nothing without a readable config."""
+    from bon.recorded import grader_view, plugin_identity, read_study_config, stats_from_store
+
+    run = as_run(run)
+    if run.folder.stats.exists():
+        return run.stats
+    try:
+        cfg = read_study_config(run.folder)
+        stats = stats_from_store(run.folder, cfg)
+        verifier = grader_view("verifier", cfg.verifier, plugin_identity("verifier", cfg.verifier, cfg.source))
+    except BonError:
+        return {}
+    judges = [grader_view("judge", spec, stats["identities"]["judges"].get(spec.label, {})) for spec in cfg.judges]
+    return {**stats, "shared_grader": shared_grader(judges, verifier)}
+
+
+
+# --- judges that share the verifier's grader ----------------------------------------------------
+
+
+def grader_family(plugin: Any) -> str | None:
+    """What grades inside a judge or verifier: a declared ``grader_family`` (shared scoring code), else
+    the model its identity names (``grader_model``, a nested ``grader`` identity's ``model``, or
+    ``model``), compared by its last path part, case-insensitively (``openai/GPT-4.1`` = ``gpt-4.1``)."""
+    declared = getattr(plugin, "grader_family", None)
+    if declared:
+        return str(declared)
+    try:
+        ident = plugin.identity() or {}
+    except Exception:  # an identity that cannot be built says nothing about the grader
+        return None
+    nested = ident.get("grader") if isinstance(ident.get("grader"), Mapping) else {}
+    model = ident.get("grader_model") or nested.get("model") or ident.get("model")
+    return str(model).strip().rstrip("/").rsplit("/", 1)[-1].lower() if model else None
+
+
+def shared_grader(judges: Iterable[Any], verifier: Any) -> dict[str, str]:
+    """``{judge name: family}`` for judges whose grader family equals the verifier's."""
+    family = grader_family(verifier)
+    if not family:
+        return {}
+    return {j.name: family for j in judges if grader_family(j) == family}
 
 
 def flagged(judge: str, excluded: Mapping[str, str]) -> str:

@@ -30,9 +30,10 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
-from analysis.bon_metrics import load_prompt_level, run_n
+from analysis.bon_metrics import load_prompt_level
 from analysis.statistics import JudgeAxis, bc_interval, pearson, run_judge_axis, settings_from_prompts
 from bon.errors import BonError
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 
 PROMPTS_GRID = (25, 50, 100, 200, 400, 800)
@@ -141,22 +142,23 @@ def recommend(grid: pd.DataFrame, width: float) -> dict[str, Any] | None:
     return {k: int(v) if k in ("judges", "prompts", "pairs", "sims", "bootstrap") else v for k, v in row.items()}
 
 
-def power_analysis(run_dir: Path, width: float = 0.5, task: str | None = None, generator: str | None = None,
+def power_analysis(run: Run | Path, width: float = 0.5, task: str | None = None, generator: str | None = None,
                    prompts_grid: Sequence[int] = PROMPTS_GRID, judges_grid: Sequence[int] = JUDGES_GRID,
                    pairs: int | None = None, sims: int = 200, bootstrap: int = 200, seed: int = 0,
                    prompts: pd.DataFrame | None = None, axis: JudgeAxis | None = None,
                    excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``bon power``: fit the pilot run, simulate the grid, recommend the smallest design for ``width``. The
     pilot leaves out the judges the leakage policy does (``excluded``, default: the run's policy)."""
-    n = run_n(run_dir)
+    run = as_run(run)
+    n = run.n
     if n is not None and n < 2:
-        raise BonError(f"{run_dir}: N = {n} candidate per prompt: every judge picks the same one, so the run cannot "
+        raise BonError(f"{run.root}: N = {n} candidate per prompt: every judge picks the same one, so the run cannot "
                        "serve as a pilot")
-    prompts = load_prompt_level(run_dir) if prompts is None else prompts
+    prompts = load_prompt_level(run) if prompts is None else prompts
     if excluded is None:
-        excluded = leakage.run_exclusions(run_dir, list(dict.fromkeys(prompts["judge"])))
+        excluded = leakage.run_exclusions(run, list(dict.fromkeys(prompts["judge"])))
     prompts = prompts[~prompts["judge"].isin(list(excluded))]
-    axis = axis or run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
+    axis = axis or run_judge_axis(run, list(dict.fromkeys(prompts["judge"])))
     pilot = fit_pilot(prompts, axis, task, generator, seed)
     grid = power_grid(pilot["model"], prompts_grid, judges_grid, pairs, sims, bootstrap, seed=seed)
     return {"model": pilot["model"], "pilot_settings": pilot["settings"], "grid": grid, "width": width,

@@ -44,10 +44,10 @@ from bon import mmrb2
 from bon.tasks import TASKS, bon_task, scorer_task
 from analysis.bon_metrics import (iter_settings, multinomial_weights, setting_matrix, task_order,
                                   weighted_means)
-from analysis.leakage import Overlap, drop_overlapping
+from analysis.leakage import Overlap, drop_overlapping, grader_family, shared_grader  # noqa: F401  (re-exported)
 from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearson, spearman
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 from analysis.markdown import md_label
 
@@ -63,17 +63,18 @@ PREDICTORS = {
 # --- the judge side ------------------------------------------------------------------------------
 
 
-def run_task_pairs(run_dir: Path, judges: Sequence[str]) -> dict[str, PairOutcomes]:
+def run_task_pairs(run: Run | Path, judges: Sequence[str]) -> dict[str, PairOutcomes]:
     """The run's preference set (``mmrb2/``) and its judges' judgment files, per Best-of-N task."""
-    run = RunFolder(Path(run_dir), existing=True)
+    run = as_run(run)
+    folder = run.folder
     out: dict[str, PairOutcomes] = {}
     for task in TASKS:
-        if not (run.mmrb2 / task.file).exists():
+        if not (folder.mmrb2 / task.file).exists():
             continue
-        files = {j: run.judgment_file(j, task.file) for j in judges}
-        judgments = {j: mmrb2.load_judgments(f) for j, f in files.items() if f.exists()}
+        files = {j: folder.judgment_file(j, task.file) for j in judges}
+        judgments = {j: run.judgments(f) for j, f in files.items() if f.exists()}
         if judgments:
-            out[task.name] = pair_outcomes(task.name, mmrb2.load_pairs(run.mmrb2 / task.file), judgments)
+            out[task.name] = pair_outcomes(task.name, run.pairs(folder.mmrb2 / task.file), judgments)
     return out
 
 
@@ -187,30 +188,6 @@ def _paired_row(task: str, gen: str, r_same: float, r_all: float, diff: np.ndarr
 # --- judges that share the verifier's grader ----------------------------------------------------
 
 
-def grader_family(plugin: Any) -> str | None:
-    """What grades inside a judge or verifier: a declared ``grader_family`` (shared scoring code), else
-    the model its identity names (``grader_model``, a nested ``grader`` identity's ``model``, or
-    ``model``), compared by its last path part, case-insensitively (``openai/GPT-4.1`` = ``gpt-4.1``)."""
-    declared = getattr(plugin, "grader_family", None)
-    if declared:
-        return str(declared)
-    try:
-        ident = plugin.identity() or {}
-    except Exception:  # an identity that cannot be built says nothing about the grader
-        return None
-    nested = ident.get("grader") if isinstance(ident.get("grader"), Mapping) else {}
-    model = ident.get("grader_model") or nested.get("model") or ident.get("model")
-    return str(model).strip().rstrip("/").rsplit("/", 1)[-1].lower() if model else None
-
-
-def shared_grader(judges: Iterable[Any], verifier: Any) -> dict[str, str]:
-    """``{judge name: family}`` for judges whose grader family equals the verifier's."""
-    family = grader_family(verifier)
-    if not family:
-        return {}
-    return {j.name: family for j in judges if grader_family(j) == family}
-
-
 def flag_records(flags: Mapping[str, str], judges: Sequence[Mapping[str, Any]], bon: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """For each flagged judge and setting: its gain and the residual from the line (gain on overall
     accuracy) fitted on the other judges of that setting."""
@@ -251,7 +228,7 @@ def records_for(tasks: Mapping[str, PairOutcomes], prompts: pd.DataFrame, flags:
             "left_out": left_out}
 
 
-def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
+def bundle_records(run: Run | Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
                    bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
                    tasks: Mapping[str, PairOutcomes] | None = None, source: str = "the run's preference set",
                    excluded: Mapping[str, str] | None = None) -> dict[str, Any] | None:
@@ -263,7 +240,7 @@ def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any
     flags = stats.get("shared_grader") or {}
     try:
         if tasks is None:
-            tasks = run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"])))
+            tasks = run_task_pairs(run, list(dict.fromkeys(prompts["judge"])))
         if not tasks and not agreement and not flags:
             return None
         records = records_for(tasks, prompts, flags, bootstrap, seed, level, excluded)

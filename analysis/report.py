@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 
-import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -19,58 +18,18 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
-from analysis.bundle import ReportBundle, pooled_text, inline
+from analysis.bundle import (CORRELATION_COLUMNS, DASH, SCOPES, ReportBundle, finite, fmt_p,  # noqa: F401  (DASH: diagnostics_report)
+                             inline, pooled_text)
 from analysis.markdown import md_label
 from analysis.bon_metrics import task_order, uninformed_judges
-from analysis.figures import bon_curves_figure, power_figure, reranker_figure
-from analysis.plots import TASK_TITLES, correlation_figure
+from analysis.plots import TASK_TITLES
 from analysis.predictors import figure_title, section_markdown
-from analysis.tradeoff import tradeoff_figure, tradeoff_markdown
-from bon.runfolder import RunFolder, write_json, write_text
+from analysis.tradeoff import tradeoff_markdown
+from bon.runfolder import RunFolder
 
-DASH = "–"
 TITLE = "# Does MMRB2 accuracy predict Best-of-N gains?\n"
 FIGURE_NOTE = ("Intervals: 95% bias-corrected bootstrap over judges, prompts and MMRB2 pairs ({b} replicates, seed {s}); "
                "error bars: per-judge 95% intervals.")
-
-
-# --- writing ------------------------------------------------------------------------------------
-
-
-def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
-    """Draw the figures and write every file of the bundle into ``out``; returns what was written."""
-    from analysis.html_report import render_run
-
-    out.require_writable()
-    bundle.figures = draw_figures(out, bundle)
-    written: dict[str, Path] = {}
-    for name, table in bundle.tables().items():
-        written[name] = getattr(out, name)
-        write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
-    write_json(out.report_json, bundle.payload())
-    write_text(out.report, render_markdown(bundle, out))
-    write_text(out.report_html, render_run(bundle, sample_prompts))
-    return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
-
-
-def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
-    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder."""
-    out: dict[str, list[Path]] = {}
-    left_out = b.excluded_judges
-    note = FIGURE_NOTE.format(b=b.bootstrap, s=b.seed) + (
-        f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
-    png = correlation_figure(b.metrics[~b.metrics["judge"].isin(left_out)], folder.figure, intervals=b.correlations,
-                             formats=("png", "svg"), note=note, title=figure_title(b.study))
-    out["correlation"] = [png, png.with_suffix(".svg")]
-    if not b.leaderboards.empty:
-        out["reranker"] = reranker_figure(b.leaderboards, folder.figure_file("reranker"))
-    if b.curves is not None and not b.curves.empty:
-        out["curves"] = bon_curves_figure(b.curves, folder.figure_file("curves"))
-    if b.power:
-        out["power"] = power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])
-    if b.tradeoff and b.tradeoff.get("records"):
-        out["tradeoff"] = [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]
-    return out
 
 
 def empty_report(stats: Mapping[str, Any], reason: str) -> str:
@@ -191,16 +150,6 @@ def _figure(b: ReportBundle, out: RunFolder) -> str:
     return (f"## Figure\n\n![]({Path(path).relative_to(out.root).as_posix()})\n\nOne panel per task; one colour, marker "
             "and fit-line pattern per base generator. Lines: least-squares fit, random pick (dashed), oracle pick "
             f"(dotted). {FIGURE_NOTE.format(b=b.bootstrap, s=b.seed)}\n")
-
-
-SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
-# the correlation table's number columns, report.md's and report.html's: (header, column or (lower, upper) columns)
-CORRELATION_COLUMNS = [
-    ("judges", "n_judges"), ("prompts", "n_prompts"), ("pairs", "n_pairs"), ("r", "pearson_r"),
-    ("r 95% CI", ("pearson_lo", "pearson_hi")), ("CI (meas.)", ("pearson_lo_meas", "pearson_hi_meas")),
-    ("p (r)", "pearson_p_perm"), ("LOO r", ("pearson_loo_min", "pearson_loo_max")), ("ρ", "spearman_rho"),
-    ("ρ 95% CI", ("spearman_lo", "spearman_hi")), ("p (ρ)", "spearman_p_perm"), ("τ", "kendall_tau"),
-    ("τ 95% CI", ("kendall_lo", "kendall_hi"))]
 
 
 def _correlations(b: ReportBundle, out: RunFolder) -> str:
@@ -389,19 +338,6 @@ def _cell(value: Any) -> str:
 
 
 _INTERVAL = re.compile(r"\[[-+0-9.,% −–]*\]")  # "[+0.12, +0.50]" of _intervals: numbers, not a label
-
-
-def fmt_p(v: Any) -> str:
-    if not finite(v):
-        return DASH
-    return "<0.001" if float(v) < 0.001 else f"{float(v):.3f}"
-
-
-def finite(v: Any) -> bool:
-    try:
-        return v is not None and math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
 
 
 def _signed(v: Any) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm, rankdata
+from scipy.special import ndtr, ndtri  # the normal cdf and its inverse (scipy.stats takes a second to import)
 
 from analysis.bon_metrics import (iter_settings, multinomial_weights, percentile_ci, setting_matrix, task_order,
                                   weighted_means)
@@ -27,7 +27,7 @@ from analysis.leakage import Overlap, drop_overlapping
 from bon import mmrb2
 from bon.content import slug
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.run import Run, as_run
 from bon.seeds import derive_seed
 from bon.tasks import TASK_NAMES, TASKS, bon_task, is_task
 
@@ -91,8 +91,28 @@ def ranks(x: np.ndarray) -> np.ndarray:
     """Average ranks over the last axis among finite entries (NaN stays NaN)."""
     x = np.asarray(x, float)
     ok = np.isfinite(x)
-    r = rankdata(np.where(ok, x, np.inf), axis=-1)
+    r = average_ranks(np.where(ok, x, np.inf))
     return np.where(ok, r, np.nan)
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n over the last axis, ties sharing their mean rank (``scipy.stats.rankdata``'s "average")."""
+    x = np.asarray(x)
+    n = x.shape[-1] if x.ndim else 0
+    if x.size == 0:
+        return np.zeros(x.shape)
+    order = np.argsort(x, axis=-1, kind="mergesort")
+    ordered = np.take_along_axis(x, order, -1)
+    idx = np.broadcast_to(np.arange(n), ordered.shape)
+    first = np.ones(ordered.shape, bool)  # where a run of equal values starts
+    first[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    last = np.ones(ordered.shape, bool)
+    last[..., :-1] = first[..., 1:]
+    start = np.maximum.accumulate(np.where(first, idx, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, idx, n - 1), -1), axis=-1), -1)
+    out = np.empty(ordered.shape)
+    np.put_along_axis(out, order, 0.5 * (start + end + 2), -1)
+    return out
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -174,8 +194,8 @@ def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float 
     with np.errstate(invalid="ignore", divide="ignore"):
         share = ((finite & (reps < pt)).sum(-1) + 0.5 * (finite & (reps == pt)).sum(-1)) / n
         share = np.clip(share, 0.5 / np.maximum(n, 1), 1.0 - 0.5 / np.maximum(n, 1))
-        z0 = norm.ppf(share)
-    z = norm.ppf(0.5 + level / 2.0)
+        z0 = ndtri(share)
+    z = ndtri(0.5 + level / 2.0)
     ordered = np.sort(np.where(finite, reps, np.inf), axis=-1)  # undefined replicates sort last, out of reach
 
     def q(values: np.ndarray, prob: np.ndarray) -> np.ndarray:
@@ -188,7 +208,7 @@ def bc_interval(replicates: np.ndarray, point: np.ndarray | float, level: float 
         with np.errstate(invalid="ignore"):
             return np.where(frac > 0, a + (b - a) * frac, a)
 
-    lo, hi = q(ordered, norm.cdf(2 * z0 - z)), q(ordered, norm.cdf(2 * z0 + z))
+    lo, hi = q(ordered, ndtr(2 * z0 - z)), q(ordered, ndtr(2 * z0 + z))
     fallback = np.abs(z0) > BC_MAX_Z0
     if np.any(fallback):
         zs = np.arctanh(np.clip(ordered, -0.999999, 0.999999))  # inf (undefined) stays at the end
@@ -228,9 +248,21 @@ class PairOutcomes:
         """Accuracy (%) per bootstrap weight row: (B x pairs) -> (B x judges)."""
         return self.rate("overall", weights)
 
+    _replicated: dict = field(default_factory=dict, repr=False, compare=False)  # (predictor, weights id) -> result
+
     def rate(self, predictor: str, weights: np.ndarray | None = None) -> np.ndarray:
         """A predictor of :data:`analysis.predictors.PREDICTORS` in percent: judges, or (B x judges) with pair
-        weights (B x pairs)."""
+        weights (B x pairs). Replicates of shared (read-only) weights are computed once per predictor: the
+        accuracy table, the correlations and the predictor table resample the same pairs."""
+        if weights is None or weights.flags.writeable:
+            return self._rate(predictor, weights)
+        key = (predictor, id(weights))
+        held = self._replicated.get(key)
+        if held is None or held[0] is not weights:
+            held = self._replicated[key] = (weights, self._rate(predictor, weights))
+        return held[1].copy()
+
+    def _rate(self, predictor: str, weights: np.ndarray | None) -> np.ndarray:
         w = np.ones((1, len(self.pair_ids))) if weights is None else weights
         if predictor == "overall":  # the only one that outcomes built without the predictor arrays have
             num, den = self.correct, self.counted
@@ -372,14 +404,15 @@ def _keep(pairs: list[mmrb2.Pair], task: str, excl: dict[str, set[str]], where: 
     return kept, sorted(found)
 
 
-def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
+def run_judge_axis(run: Run | Path, judges: Sequence[str] | None = None,
                    exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
                    overlap: Overlap | None = None) -> JudgeAxis:
     """Accuracies from the run's own preference set: ``mmrb2/<task>.json`` and
     ``mmrb2/judgments/<judge>/<task>.json``. ``judges`` (names as in picks.jsonl) maps the folder
     names, which are slugs, back to judge names; ``overlap`` (:mod:`analysis.leakage`) drops the pairs
     that leak the downstream benchmark into the accuracy."""
-    root = RunFolder(Path(run_dir), existing=True).mmrb2
+    run = as_run(run)
+    root = run.folder.mmrb2
     if not root.is_dir():
         raise BonError(f"{root}: no preference set in this run folder")
     names = {slug(j): j for j in (judges or [])}
@@ -390,13 +423,13 @@ def run_judge_axis(run_dir: Path, judges: Sequence[str] | None = None,
     for task, file in ((t.name, t.file) for t in TASKS):
         if not (root / file).exists():
             continue
-        pairs, dropped = _keep(mmrb2.load_pairs(root / file), task, excl, str(root / file))
+        pairs, dropped = _keep(run.pairs(root / file), task, excl, str(root / file))
         pairs, leaks[task] = drop_overlapping(pairs, task, overlap)
         excluded[task] = dropped
         judgments = {}
         for folder in sorted((root / "judgments").glob("*")):
             if (folder / file).exists():
-                judgments[names.get(folder.name, folder.name)] = mmrb2.load_judgments(folder / file)
+                judgments[names.get(folder.name, folder.name)] = run.judgments(folder / file)
         if judgments:
             outcomes[task] = pair_outcomes(task, pairs, judgments)
     if not outcomes:
@@ -475,7 +508,7 @@ def _csv_axis(label: str, table: pd.DataFrame, source: str) -> JudgeAxis:
     return JudgeAxis(label, table[AXIS_COLUMNS])
 
 
-def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
+def accuracy_axis(spec: str | Path | None, run_dir: Run | Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
     """``"run"`` (the run's mmrb2/), ``"published"``, or a file: a CSV with judge, task, accuracy[, n_pairs]
     columns, or one ``bon mmrb2 accuracy --json`` output named ``JUDGE=FILE``."""
     if spec in (None, "run", "preference"):

@@ -19,23 +19,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Mapping
 from urllib.parse import quote
 
-from analysis.bon_metrics import load_picks, load_scores
-from bon import mmrb2
-from bon.content import Content, ImageItem, load_candidates, load_prompts
+from bon.content import Content, ImageItem
 from bon.errors import BonError
+from bon.run import Run, as_run, reason
 from bon.runfolder import RunFolder, write_text
-from bon.store import JudgmentStore, judge_id
 from bon.tasks import TASKS
 
-REASON_CHARS = 1200  # a judge's reason as shown (its answer text can be long)
 
 
-def view_data(run_dir: Path, out_dir: Path) -> dict[str, Any]:
+def view_data(run: Run | Path, out_dir: Path) -> dict[str, Any]:
     """What the page shows: one item per judge and pair or match, paths relative to ``out_dir``."""
-    run = RunFolder(Path(run_dir), existing=True)
+    run = as_run(run)
     page = _Contents(Path(out_dir))
     items = pair_items(run, page) + match_items(run, page)
     if not items:
@@ -96,41 +93,29 @@ def verdict(entry: Any) -> dict[str, Any]:
     return {"v": letter, "score": meta.pop("score", None), "reason": reason(meta, first.get("judgement"))}
 
 
-def reason(meta: Mapping[str, Any], answer: Any = None) -> str:
-    """What the judge said: its answer text, else why the answer is missing, else its other metadata."""
-    text = meta.get("answer") or meta.get("missing")
-    if not text:
-        rest = {k: v for k, v in meta.items() if k not in ("usage", "cost_usd", "evaluator")}
-        text = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in rest.items())
-        if answer not in (None, "", "A", "B"):
-            text = f"answer {answer!r}" + (f"; {text}" if text else "")
-    text = str(text)
-    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "…"
-
-
 def _disagree(fwd: Mapping[str, Any], rev: Mapping[str, Any]) -> bool:
     """Both orders answered and name different candidates (the same letter is the other candidate in reverse)."""
     return bool(fwd["v"] and rev["v"] and fwd["v"] == rev["v"])
 
 
-def pair_items(run: RunFolder, page: _Contents) -> list[dict[str, Any]]:
+def pair_items(run: Run, page: _Contents) -> list[dict[str, Any]]:
     """One item per judge and preference pair of the run's own MMRB2-format set."""
     from bon.stages.judge_bench import pair_comparisons
 
-    items = []
+    items, bench = [], run.folder.mmrb2
     for task in TASKS:
-        file = run.mmrb2 / task.file
+        file = bench / task.file
         if not file.exists():
             continue
-        pairs = mmrb2.load_pairs(file)
-        folders = sorted(f for f in (run.mmrb2 / "judgments").glob("*") if (f / task.file).exists())
+        pairs = run.pairs(file)
+        folders = sorted(f for f in (bench / "judgments").glob("*") if (f / task.file).exists())
         for folder in folders:
-            judgments = mmrb2.load_judgments(folder / task.file)
+            judgments = run.judgments(folder / task.file)
             for pair in pairs:
                 entry = judgments.get(pair.id)
                 if not isinstance(entry, Mapping):
                     continue
-                comp = pair_comparisons(pair, task.name, run.mmrb2, 1)[0]
+                comp = pair_comparisons(pair, task.name, bench, 1)[0]
                 fwd, rev = verdict(entry.get("forward")), verdict(entry.get("reverse"))
                 items.append({
                     "kind": "pair", "task": task.name, "judge": _evaluator(entry, folder.name), "id": pair.id,
@@ -151,26 +136,26 @@ def _evaluator(entry: Mapping[str, Any], folder: str) -> str:
     return folder
 
 
-def match_items(run: RunFolder, page: _Contents) -> list[dict[str, Any]]:
+def match_items(run: Run, page: _Contents) -> list[dict[str, Any]]:
     """One item per match of ``picks.jsonl``, its verdicts read from the judgment store."""
-    if not run.picks.exists():
+    if not run.folder.picks.exists():
         return []
-    picks = [p for p in load_picks(run.root) if p.get("matches")]
+    picks = [p for p in run.pick_records if p.get("matches")]
     if not picks:
         return []
-    prompts = {p.id: p for p in load_prompts(run.prompts)} if run.prompts.exists() else {}
-    candidates = _candidates(run, {p["generator"] for p in picks})
-    scores = load_scores(run.root) if run.scores.exists() else {}
-    verdicts = _stored_verdicts(run, picks, prompts, candidates)
+    prompts = run.prompt_objects
+    scores = run.score_records if run.folder.scores.exists() else {}
+    verdicts = _stored_verdicts(run, picks)
     items = []
     for pick in picks:
         gen, pid = pick["generator"], pick["prompt_id"]
-        prompt, cands = prompts.get(pid), candidates.get((gen, pid), {})
+        prompt, cands = prompts.get(pid), run.candidate_objects(gen).get((gen, pid), {})
+        jid = run.judge_ids.get(pick["judge"])
         for match in pick["matches"]:
             x, y = int(match[0]), int(match[1])
             if prompt is None or x not in cands or y not in cands:
                 continue
-            fwd, rev = (verdicts.get((pick["judge"], prompt.content.digest, a.digest, b.digest)) or
+            fwd, rev = (verdicts.get((jid, prompt.content.digest, a.digest, b.digest)) or
                         {"v": "", "score": None, "reason": "not in the judgment store"}
                         for a, b in ((cands[x].content, cands[y].content), (cands[y].content, cands[x].content)))
             winner = int(match[2]) if len(match) > 2 and match[2] is not None else None
@@ -192,83 +177,20 @@ def _candidate_label(gen: str, pid: str, index: int, scores: Mapping[tuple, Mapp
     return f"candidate {index} of {gen}" + (f" (verifier {float(score):.3f})" if score is not None else "")
 
 
-def _candidates(run: RunFolder, generators: Iterable[str]) -> dict[tuple[str, str], dict[int, Any]]:
-    out: dict[tuple[str, str], dict[int, Any]] = {}
-    for gen in generators:
-        path = run.candidates(gen)
-        if path.exists():
-            for c in load_candidates(path):
-                out.setdefault((gen, c.prompt_id), {})[c.index] = c
-    return out
-
-
-def _stored_verdicts(run: RunFolder, picks: list[Mapping[str, Any]], prompts: Mapping[str, Any],
-                     candidates: Mapping[tuple[str, str], Mapping[int, Any]]) -> dict[tuple, dict[str, Any]]:
-    """``{(judge, prompt, a, b hashes): verdict}`` for both orders of every match (first sample). The store is
-    opened read-only (a read-only run folder can be viewed elsewhere)."""
-    if not run.store.exists():
-        return {}
-    wanted: dict[str, set[tuple[str, str, str, int]]] = {}
+def _stored_verdicts(run: Run, picks: list[Mapping[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """``{(judge id, prompt, a, b hashes): verdict}`` for both orders of every match (first sample)."""
+    keys = []
     for pick in picks:
-        prompt, cands = prompts.get(pick["prompt_id"]), candidates.get((pick["generator"], pick["prompt_id"]), {})
-        if prompt is None:
+        prompt, jid = run.prompt_objects.get(pick["prompt_id"]), run.judge_ids.get(pick["judge"])
+        cands = run.candidate_objects(pick["generator"]).get((pick["generator"], pick["prompt_id"]), {})
+        if prompt is None or jid is None:
             continue
         for match in pick["matches"]:
             x, y = (cands.get(int(i)) for i in match[:2])
             if x is not None and y is not None:
-                keys = wanted.setdefault(pick["judge"], set())
-                keys.add((prompt.content.digest, x.content.digest, y.content.digest, 0))
-                keys.add((prompt.content.digest, y.content.digest, x.content.digest, 0))
-    out: dict[tuple, dict[str, Any]] = {}
-    store, judge_ids = JudgmentStore(run.store, read_only=True), _JudgeIds(run)
-    try:
-        for judge, keys in wanted.items():
-            for (p, a, b, _), v in _judge_answers(store, judge_ids(judge), sorted(keys)).items():
-                meta = dict(v.meta)
-                if v.missing:
-                    meta["missing"] = v.missing
-                out[(judge, p, a, b)] = {"v": v.better or "", "score": v.score, "reason": reason(meta)}
-    finally:
-        store.close()
-    return out
-
-
-def _judge_answers(store: JudgmentStore, ids: Iterable[str], keys: list[tuple]) -> dict[tuple, Any]:
-    """The answers under the first of the judge's candidate ids that holds any."""
-    for jid in ids:
-        found = store.get_many(jid, keys)
-        if found:
-            return found
-    return {}
-
-
-class _JudgeIds:
-    """A judge label's store ids: from stats.json's recorded identity, then (only when that finds nothing) from
-    its identity built from config.yaml: stats.json missing or edited must not hide the stored verdicts."""
-
-    def __init__(self, run: RunFolder):
-        self.run, self.recorded, self.built = run, (_read_stats(run).get("identities") or {}).get("judges") or {}, None
-
-    def __call__(self, judge: str) -> Iterator[str]:
-        if isinstance(self.recorded.get(judge), dict):
-            yield judge_id(self.recorded[judge])
-        if self.built is None:
-            from bon.recorded import config_identities, read_study_config
-
-            try:
-                self.built = config_identities(read_study_config(self.run))
-            except BonError:  # no readable config: the recorded identities are all there is
-                self.built = {}
-        if judge in self.built:
-            yield judge_id(self.built[judge])
-
-
-def _read_stats(run: RunFolder) -> dict[str, Any]:
-    try:
-        data = json.loads(run.stats.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+                keys += [(jid, prompt.content.digest, x.content.digest, y.content.digest),
+                         (jid, prompt.content.digest, y.content.digest, x.content.digest)]
+    return run.stored_verdicts(keys)
 
 
 def script_json(data: Any) -> str:
@@ -279,10 +201,11 @@ def script_json(data: Any) -> str:
     return text
 
 
-def write_viewer(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, dict[str, Any]]:
+def write_viewer(run: Run | Path, out_dir: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Write ``view.html`` into ``out_dir`` (default: the run folder); returns its path and the data shown."""
-    data = view_data(Path(run_dir), Path(out_dir or run_dir))  # read everything before a folder is made
-    out = RunFolder(Path(out_dir or run_dir))
+    run = as_run(run)
+    data = view_data(run, Path(out_dir or run.root))  # read everything before a folder is made
+    out = RunFolder(Path(out_dir or run.root))
     page = PAGE.replace("/*DATA*/", script_json(packed(data)))
     write_text(out.viewer, page)
     return out.viewer, data

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -222,21 +222,15 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     cfg.preference = PreferenceConfig(**pref)
     suites.suite_call(cfg.suite, cfg.tasks, cfg.seed, where=f"{where}: suite")
     if raw.get("shard") is not None:
-        from bon.shards import parse_shard
-
         cfg.shard = str(raw["shard"])
         parse_shard(cfg.shard, where=f"{where}: shard")
     if raw.get("executor") is not None:
-        from bon.executors import parse_executor
-
         cfg.executor = parse_executor(raw["executor"], where=f"{where}: executor")
     cfg.devices = _devices(raw.get("devices"), where)
     for key in ("official", "retry_missing"):
         if not isinstance(raw.get(key, False), bool):
             raise BonError(f"{where}: {key} must be true or false, got {raw[key]!r}")
     cfg.official, cfg.retry_missing = bool(raw.get("official", False)), bool(raw.get("retry_missing", False))
-    from analysis.leakage import parse_policy  # analysis is a plugin package: imported only when a config is read
-
     cfg.leakage = parse_policy(raw.get("leakage"), where).as_dict()
     cfg.on_failure = raw.get("on_failure", "official")
     if cfg.on_failure not in ("official", "zero", "missing"):
@@ -259,6 +253,86 @@ def _accuracies(raw: Any, where: str) -> str:
     if not path.is_file():
         raise BonError(f"{where}: accuracies: {raw} is not a file")
     return str(path)
+
+
+EXECUTORS = ("local", "ray")
+RAY_OPTIONS = ("address", "workers", "cpus_per_worker", "gpus_per_worker", "batch", "num_cpus", "lost_node_timeout")
+
+
+def parse_executor(raw: Any, where: str) -> dict[str, Any]:
+    """A validated ``{name, options}`` mapping (a bare name is accepted)."""
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict) or raw.get("name") not in EXECUTORS:
+        raise BonError(f"{where}: expected a mapping with name one of {', '.join(EXECUTORS)}, got {raw!r}")
+    unknown = sorted(set(raw) - {"name", "options"})
+    if unknown:
+        raise BonError(f"{where}: unknown key(s) {', '.join(unknown)} (known: name, options)")
+    options = raw.get("options") or {}
+    if not isinstance(options, dict):
+        raise BonError(f"{where}: options must be a mapping")
+    allowed = RAY_OPTIONS if raw["name"] == "ray" else ()
+    bad = sorted(set(options) - set(allowed))
+    if bad:
+        raise BonError(f"{where}: unknown option(s) {', '.join(bad)} for executor {raw['name']} "
+                       f"(known: {', '.join(allowed) or 'none'})")
+    return {"name": raw["name"], "options": dict(options)}
+
+
+def parse_shard(text: str | None, where: str = "--shard") -> tuple[int, int] | None:
+    """``"I/K"`` -> (I, K) with 0 <= I < K; None stays None."""
+    if text is None:
+        return None
+    index, sep, count = str(text).partition("/")
+    try:
+        i, k = int(index), int(count)
+    except ValueError:
+        i, k = -1, 0
+    if not sep or k < 1 or not 0 <= i < k:
+        raise BonError(f"{where}: expected I/K with 0 <= I < K (e.g. 0/4), got {text!r}")
+    return i, k
+
+
+# --- the leakage policy (config ``leakage:``; analysis.leakage applies it) ---------------------------
+
+GRADER_POLICIES = ("exclude", "keep")
+PAIR_POLICIES = ("drop", "keep")
+LEAKAGE_KEYS = ("grader_judges", "overlapping_pairs", "sources")
+
+
+@dataclass(frozen=True)
+class LeakagePolicy:
+    """What the analysis does with leaky judges and pairs (config ``leakage:``, CLI flags override)."""
+
+    grader_judges: str = "exclude"
+    overlapping_pairs: str = "drop"
+    sources: tuple[str, ...] = ()
+
+    @property
+    def excludes_graders(self) -> bool:
+        return self.grader_judges == "exclude"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"grader_judges": self.grader_judges, "overlapping_pairs": self.overlapping_pairs,
+                "sources": list(self.sources)}
+
+
+def parse_policy(raw: Any, where: str) -> LeakagePolicy:
+    """A config's ``leakage:`` mapping (None: the defaults); a one-line error naming the bad key."""
+    if raw is None:
+        return LeakagePolicy()
+    if not isinstance(raw, Mapping):
+        raise BonError(f"{where}: leakage must be a mapping with {', '.join(LEAKAGE_KEYS)}")
+    unknown = sorted(set(raw) - set(LEAKAGE_KEYS))
+    if unknown:
+        raise BonError(f"{where}: leakage: unknown key(s) {', '.join(unknown)} (known: {', '.join(LEAKAGE_KEYS)})")
+    for key, allowed in (("grader_judges", GRADER_POLICIES), ("overlapping_pairs", PAIR_POLICIES)):
+        if key in raw and raw[key] not in allowed:
+            raise BonError(f"{where}: leakage: {key} must be {' or '.join(allowed)}, got {raw[key]!r}")
+    sources = raw.get("sources") or []
+    if isinstance(sources, str) or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise BonError(f"{where}: leakage: sources must be a list of prompt source names, got {sources!r}")
+    return LeakagePolicy(raw.get("grader_judges", "exclude"), raw.get("overlapping_pairs", "drop"), tuple(sources))
 
 
 def _devices(raw: Any, where: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ so a setting can never be forgotten and a changed setting is always a new judgme
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
 import re
@@ -33,6 +34,15 @@ RUN_ONLY = frozenset({
     "max_retry_after", "retry_for", "preflight", "preflight_timeout", "api_key_env", "price_input", "price_output",
 })
 SECRET = re.compile(r"(^|_)(key|api_key|token|secret|password)$")  # never in an identity (it is logged)
+# kind -> (package holding the built-in PLUGINS table, entry-point group for installed packages); the tables
+# are names only (module:attribute strings), so reading one imports no plugin
+KINDS = {
+    "generator": ("generators", "bon.generators"),
+    "judge": ("judges", "bon.judges"),
+    "verifier": ("verifiers", "bon.verifiers"),
+    "strategy": ("bon.selection", "bon.strategies"),
+    "suite": ("generators.suites", "bon.suites"),
+}
 
 
 class Plugin:
@@ -103,10 +113,25 @@ def _init_signature(cls: type) -> inspect.Signature:
     return inspect.signature(cls.__init__)
 
 
+def builtin_names(kind: str) -> dict[str, str]:
+    """The built-in ``PLUGINS`` table of a kind: name -> ``module:attribute``."""
+    return dict(importlib.import_module(KINDS[kind][0]).PLUGINS)
+
+
+def registered_name(plugin: Any) -> str:
+    """The name a plugin's class is registered under among the built-ins, else ``module:Class``."""
+    cls = type(plugin)
+    target = f"{cls.__module__}:{cls.__qualname__}"
+    kind = getattr(cls, "kind", None)
+    if kind in KINDS:
+        for name, value in builtin_names(kind).items():
+            if value == target:
+                return name
+    return target
+
+
 def derived_identity(plugin: Plugin) -> dict[str, Any]:
     """Registered name, version and every answer-changing constructor argument."""
-    from bon.registry import registered_name
-
     skip = RUN_ONLY | set(type(plugin).run_only)
     arguments = getattr(plugin, "_bon_arguments", {})
     params = _init_signature(type(plugin)).parameters
@@ -188,6 +213,7 @@ class PairwiseJudge(Plugin, ABC):
 
     kind = "judge"
     name = "judge"
+    pointwise: ClassVar[bool] = False  # True for PointwiseJudge (bon.swap reads it: score gaps as confidence)
     # the referee asks at most this many new comparisons per call and stores them before the next
     # (a killed run loses at most that many); None: a whole referee batch in one call
     store_every: int | None = 256
@@ -207,6 +233,7 @@ class PointwiseJudge(PairwiseJudge):
     """
 
     margin_scale: float = 1.0
+    pointwise: ClassVar[bool] = True
 
     @abstractmethod
     def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:

@@ -27,15 +27,7 @@ from importlib import metadata
 from typing import Any, Mapping
 
 from bon.errors import BonError, first_line
-
-# kind -> (package holding the built-in PLUGINS table, entry-point group for installed packages)
-KINDS = {
-    "generator": ("generators", "bon.generators"),
-    "judge": ("judges", "bon.judges"),
-    "verifier": ("verifiers", "bon.verifiers"),
-    "strategy": ("bon.selection", "bon.strategies"),
-    "suite": ("generators.suites", "bon.suites"),
-}
+from bon.plugins import KINDS, builtin_names, registered_name  # noqa: F401  (re-exported: the registry's names)
 
 
 def _kind(kind: str) -> tuple[str, str]:
@@ -45,7 +37,8 @@ def _kind(kind: str) -> tuple[str, str]:
 
 
 def _builtin(kind: str) -> dict[str, str]:
-    return dict(importlib.import_module(_kind(kind)[0]).PLUGINS)
+    _kind(kind)
+    return builtin_names(kind)
 
 
 def _table(kind: str) -> dict[str, str]:
@@ -162,15 +155,3 @@ def _bad_call(kind: str, name: str, factory: Any, exc: TypeError, where: str | N
     if unexpected:
         return _unknown_option(kind, name, unexpected.group(1), option_names(factory)[0], where)
     return f"{where + ': ' if where else ''}{kind} {name!r}: bad options ({text})"
-
-
-def registered_name(plugin: Any) -> str:
-    """The name a plugin's class is registered under among the built-ins, else ``module:Class``."""
-    cls = type(plugin)
-    target = f"{cls.__module__}:{cls.__qualname__}"
-    kind = getattr(cls, "kind", None)
-    if kind in KINDS:
-        for name, value in _builtin(kind).items():
-            if value == target:
-                return name
-    return target

@@ -14,22 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bon.config import parse_shard  # noqa: F401  (the config's shard: key is read there)
 from bon.content import Prompt
 from bon.errors import BonError, first_line
-
-
-def parse_shard(text: str | None, where: str = "--shard") -> tuple[int, int] | None:
-    """``"I/K"`` -> (I, K) with 0 <= I < K; None stays None."""
-    if text is None:
-        return None
-    index, sep, count = str(text).partition("/")
-    try:
-        i, k = int(index), int(count)
-    except ValueError:
-        i, k = -1, 0
-    if not sep or k < 1 or not 0 <= i < k:
-        raise BonError(f"{where}: expected I/K with 0 <= I < K (e.g. 0/4), got {text!r}")
-    return i, k
 
 
 def shard_prompts(prompts: list[Prompt], shard: str | None) -> list[Prompt]:

@@ -401,12 +401,13 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
     ``bon report`` on the same folder gives the same numbers; no judge call)."""
     from analysis.bon_metrics import RESULT_COLUMNS
     from analysis.bundle import compute
-    from analysis.report import empty_report, write_report
+    from analysis.outputs import write_report
+    from analysis.report import empty_report
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     note("analysis: metrics, correlations with bootstrap intervals, report and figures")
     try:
-        bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
+        bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request (the run folder read once)
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
         results = pd.DataFrame(columns=RESULT_COLUMNS)
         write_text(run.results, results.to_csv(index=False))

@@ -127,10 +127,8 @@ def exact_tie(verdict: Verdict, judge: Any = None) -> bool:
     meta = verdict.meta or {}
     if meta.get("tie") is True or meta.get("p_a") == 0.5:
         return True
-    from bon.plugins import PointwiseJudge
-
     sa, sb = meta.get("score_a"), meta.get("score_b")
-    return isinstance(judge, PointwiseJudge) and isinstance(sa, (int, float)) and sa == sb
+    return _pointwise(judge) and isinstance(sa, (int, float)) and sa == sb
 
 
 def confidence(verdict: Verdict, judge: Any = None, source: str = "auto") -> float:
@@ -146,11 +144,15 @@ def confidence(verdict: Verdict, judge: Any = None, source: str = "auto") -> flo
         if isinstance(p_a, (int, float)):
             return min(1.0, abs(2.0 * float(p_a) - 1.0))
         sa, sb = meta.get("score_a"), meta.get("score_b")
-        from bon.plugins import PointwiseJudge
-
-        if isinstance(judge, PointwiseJudge) and isinstance(sa, (int, float)) and isinstance(sb, (int, float)):
+        if _pointwise(judge) and isinstance(sa, (int, float)) and isinstance(sb, (int, float)):
             return min(1.0, abs(float(sa) - float(sb)) * float(judge.margin_scale))
     return score_confidence(verdict.score)
+
+
+def _pointwise(judge: Any) -> bool:
+    """A reward model (:class:`bon.plugins.PointwiseJudge`, which sets ``pointwise``): its verdicts carry two scores.
+    Read from the class attribute so the policies below need not import the plugin interfaces above them."""
+    return getattr(type(judge), "pointwise", False) is True
 
 
 def score_confidence(score: float | None) -> float:

@@ -14,7 +14,8 @@ from PIL import Image
 
 from analysis.bundle import compute
 from analysis.plots import correlation_figure
-from analysis.report import empty_report, markdown_table, render_markdown, write_report
+from analysis.outputs import write_report
+from analysis.report import empty_report, markdown_table, render_markdown
 from analysis_run import make_run
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_json

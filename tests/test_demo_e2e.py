@@ -17,6 +17,49 @@ def demo_run(tmp_path_factory):
     return out
 
 
+def test_outputs_match_the_recorded_reference(demo_run, tmp_path):
+    """results, correlations, metrics, accuracies, leaderboard, headroom, report.json and tradeoff.json as
+    recorded before the analysis moved onto bon.load_run (tests/demo_reference.py says what is left out).
+    First in this module: later tests add files to the demo folder."""
+    from demo_reference import DEMO_ARGS, TRADEOFF_ARGS, compare
+
+    assert [*SMALL, "--seed", "1"] == DEMO_ARGS
+    assert main(["tradeoff", "--run", str(demo_run), *TRADEOFF_ARGS, "--out", str(tmp_path)]) == 0
+    assert compare(demo_run, tmp_path) == []
+
+
+def test_load_run_frames_and_the_readme_example(demo_run, tmp_path, monkeypatch, capsys):
+    """bon.load_run reads the demo into frames that agree with its files, and the README's notebook
+    example runs on it as printed."""
+    import re
+    from pathlib import Path
+
+    import bon
+    from bon.errors import BonError
+
+    run = bon.load_run(demo_run)
+    picks = [json.loads(line) for line in (demo_run / "picks.jsonl").read_text().splitlines()]
+    assert run.picks.shape[0] == len(picks) and set(run.picks["source"]) == {"picks.jsonl"}
+    knockout = run.picks[run.picks.strategy == "knockout"]
+    assert len(run.matches) == sum(len(m) for m in knockout["matches"])  # every match, once
+    assert (run.matches["fwd_verdict"] != "").mean() > 0.9 and set(run.matches["rev_verdict"]) <= {"A", "B", ""}
+    assert len(run.scores) == len(run.candidates) == len(run.prompts) * 2 * 4  # 2 generators x N=4 candidates
+    acc = run.accuracies.set_index(["judge", "task"])["accuracy"]
+    results = pd.read_csv(demo_run / "results.csv").set_index(["judge", "task"])["mmrb2_accuracy"]
+    for key, value in results.items():
+        assert acc[key] == pytest.approx(value, abs=1e-3), key
+    assert run.calls["calls"].sum() > 0 and run.n == 4
+    with pytest.raises(BonError, match="not a run folder"):
+        bon.load_run(tmp_path)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"## In a notebook.*?```python\n(.*?)```", readme, re.S).group(1)
+    (tmp_path / "bon-demo").symlink_to(demo_run)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {})
+    assert (tmp_path / "my_correlation.png").stat().st_size > 0
+    assert "verifier-twin" in capsys.readouterr().out
+
+
 def test_outputs_exist_and_have_the_promised_columns(demo_run):
     for name in ("report.md", "figures/correlation.png", "results.csv", "correlations.csv", "stats.json", "config.yaml"):
         assert (demo_run / name).stat().st_size > 0, name

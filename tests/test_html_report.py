@@ -13,7 +13,7 @@ from PIL import Image
 
 from analysis.bundle import compute
 from analysis.html_report import compare_runs, html_table
-from analysis.report import write_report
+from analysis.outputs import write_report
 from analysis.scores_figure import scores_figure
 from analysis_run import make_run
 from bon.errors import BonError

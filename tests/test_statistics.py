@@ -263,3 +263,23 @@ def test_settings_from_scores_table() -> None:
     assert [x.task for x in s] == ["t2i", "edit"] and s[0].se == pytest.approx([0.02] * 3)
     with pytest.raises(BonError, match="bon_score"):
         settings_from_scores(table.drop(columns="bon_score"))
+
+
+def test_average_ranks_and_setting_matrix_match_scipy_and_pandas():
+    """The vectorised helpers give exactly what scipy's rankdata and pandas' pivot_table gave before."""
+    import pandas as pd
+    from scipy.stats import rankdata
+
+    from analysis.bon_metrics import setting_matrix
+    from analysis.statistics import average_ranks
+
+    rng = np.random.default_rng(3)
+    for shape in [(6,), (3, 7), (2, 4, 5)]:
+        x = rng.integers(0, 3, shape).astype(float)
+        x[rng.random(shape) < 0.2] = np.inf
+        assert np.array_equal(average_ranks(x), rankdata(x, axis=-1))
+    df = pd.DataFrame({"judge": list("aabbca"), "prompt_id": ["p1", "p1", "p2", "p2", "p1", "p3"],
+                       "v": [np.nan, 0.4, 0.1, 0.2, 0.9, 0.3]})
+    pivot = df.pivot_table(index="judge", columns="prompt_id", values="v", aggfunc="first", dropna=False)
+    expected = pivot.reindex(index=["b", "a", "z"], columns=["p1", "p2", "p4"]).to_numpy(float)
+    assert np.array_equal(setting_matrix(df, "v", ["b", "a", "z"], ["p1", "p2", "p4"]), expected, equal_nan=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
-                     run_option, write_numbers)
+from bon.cli.common import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options,
+                            plugin_options, run_option, write_numbers)
 from bon.errors import BonError
 from bon.runlock import holds_writer_lock, writer_lock
 
@@ -74,21 +74,25 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
            predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
            overlapping_pairs: Optional[str], on_failure: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
+    from bon.run import as_run
+
     check_output_file(json_out)
-    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
-    in_place = accuracies == "run" and pairs is None and (out_dir is None or out_dir.resolve() == run_dir.resolve())
-    with writer_lock(run_dir, "bon report") if in_place and run_dir.is_dir() else nullcontext():  # one writer at a time
-        _report(run_dir, out_dir, bootstrap, seed, accuracies, bench_dir, pairs, power, max_loss, grader_judges,
+    run = as_run(run_dir)  # read once: every table below is a function of it
+    pairs = _benchmark_pairs(run, bench_dir, predictions)
+    in_place = accuracies in (None, "run", "preference") and pairs is None and (out_dir is None or out_dir.resolve() == run_dir.resolve())
+    with writer_lock(run_dir, "bon report") if in_place else nullcontext():  # one writer at a time
+        _report(run, out_dir, bootstrap, seed, accuracies, bench_dir, pairs, power, max_loss, grader_judges,
                 overlapping_pairs, on_failure, json_out, lock_output=not in_place)
 
 
-def _report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
             pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
             on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
     from analysis.bundle import compute
-    from analysis.report import write_report
+    from analysis.outputs import write_report
 
-    bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
+    run_dir = run.root
+    bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
                      on_failure=on_failure)
@@ -132,17 +136,17 @@ def view(run_dir: Path, out_dir: Optional[Path]) -> None:
               f"judges; the orders disagree on {disagree})")
 
 
-def _benchmark_pairs(run_dir: Path, bench_dir: Optional[Path], predictions: tuple[str, ...]):
+def _benchmark_pairs(run: Any, bench_dir: Optional[Path], predictions: tuple[str, ...]):
     """The predictor table's pairs from a real MMRB2 folder and judgment files, or None (the run's own)."""
     if bench_dir is None and not predictions:
         return None
     if bench_dir is None or not predictions:
         raise BonError("--bench-dir and --predictions go together: the MMRB2 folder and each judge's judgment files")
-    from analysis.bon_metrics import load_picks
     from analysis.predictors import benchmark_task_pairs
     from bon.mmrb2 import assign_predictions
 
-    judges = {p.get("judge") for p in load_picks(run_dir)}
+    judges = {p.get("judge") for p in run.pick_records}
+    run_dir = run.root
     files: dict[str, dict[str, Path]] = {}
     for item in predictions:
         judge = max((j for j in judges if item.startswith(f"{j}=")), key=len, default=None)  # labels may hold "="

@@ -9,8 +9,8 @@ from typing import Any, Mapping, Optional
 
 import click
 
-from bon.cli import (check_output_file, exit_if_calls_pending, json_option, mmrb2_app, out, parse_options, plugin_options,
-                     retry_missing_option, write_numbers)
+from bon.cli.common import (check_output_file, exit_if_calls_pending, json_option, mmrb2_app, out, parse_options,
+                            plugin_options, retry_missing_option, write_numbers)
 from bon.errors import BonError
 from bon.tasks import SPELLINGS, TASKS, Task, parse_task
 

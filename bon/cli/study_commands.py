@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
-                     retry_missing_option, run_option, write_numbers)
+from bon.cli.common import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options,
+                            plugin_options, retry_missing_option, run_option, write_numbers)
 from bon.errors import BonError
 from bon.runlock import holds_writer_lock
 

@@ -16,37 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bon.config import EXECUTORS, RAY_OPTIONS, parse_executor, read_yaml  # noqa: F401  (config validates the section)
 from bon.errors import BonError
 from bon.executors.local import LocalExecutor
-
-EXECUTORS = ("local", "ray")
-RAY_OPTIONS = ("address", "workers", "cpus_per_worker", "gpus_per_worker", "batch", "num_cpus", "lost_node_timeout")
-
-
-def parse_executor(raw: Any, where: str) -> dict[str, Any]:
-    """A validated ``{name, options}`` mapping (a bare name is accepted)."""
-    if isinstance(raw, str):
-        raw = {"name": raw}
-    if not isinstance(raw, dict) or raw.get("name") not in EXECUTORS:
-        raise BonError(f"{where}: expected a mapping with name one of {', '.join(EXECUTORS)}, got {raw!r}")
-    unknown = sorted(set(raw) - {"name", "options"})
-    if unknown:
-        raise BonError(f"{where}: unknown key(s) {', '.join(unknown)} (known: name, options)")
-    options = raw.get("options") or {}
-    if not isinstance(options, dict):
-        raise BonError(f"{where}: options must be a mapping")
-    allowed = RAY_OPTIONS if raw["name"] == "ray" else ()
-    bad = sorted(set(options) - set(allowed))
-    if bad:
-        raise BonError(f"{where}: unknown option(s) {', '.join(bad)} for executor {raw['name']} "
-                       f"(known: {', '.join(allowed) or 'none'})")
-    return {"name": raw["name"], "options": dict(options)}
 
 
 def executor_options_from(config: Path, name: str) -> dict[str, Any]:
     """The options a config file gives executor ``name`` (so ``--executor ray`` keeps its cluster settings)."""
-    from bon.config import read_yaml
-
     try:
         recorded = read_yaml(Path(config))
     except BonError:

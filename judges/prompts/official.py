@@ -24,13 +24,16 @@ import base64
 import io
 import json
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from PIL import Image
 
 from bon.content import ImageItem
 from bon.protocol import Comparison, Verdict
-from judges.prompts import Template
+from judges.prompts.parse import parse_answer
+
+if TYPE_CHECKING:  # the rubric type only; judges.prompts imports this module for the official answers
+    from judges.prompts import Template
 
 # The official client's extension -> MIME table; anything else is sent as JPEG, as it does.
 MIME = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".gif": "image/gif", ".webp": "image/webp"}
@@ -86,7 +89,6 @@ def data_url(item: ImageItem, max_side: int | None = None) -> str:
 def verdict(text: str) -> Verdict:
     """The official answer: ``better_response`` is the verdict; the JSON object (with ``score``) goes
     into metadata. An answer without ``better_response`` is missing, never guessed from a score."""
-    from judges.prompts import parse_answer
 
     found = parse_answer(text or "")
     if found.better is not None and found.meta.get("parsed_by") not in ("json", "key"):

@@ -1,0 +1,79 @@
+"""Every file of a report, written from one report model (:class:`analysis.bundle.ReportBundle`): the
+figures, the CSV tables, ``report.json``, and the two renderings, ``report.md`` (:mod:`analysis.report`)
+and ``report.html`` (:mod:`analysis.html_report`). The renderers only format the model, and neither
+imports the other, so the files can never disagree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from analysis.bundle import ReportBundle
+from analysis.figures import bon_curves_figure, power_figure, reranker_figure
+from analysis.html_report import render_run
+from analysis.plots import correlation_figure
+from analysis.predictors import figure_title
+from analysis.report import FIGURE_NOTE, render_markdown
+from analysis.tradeoff import tradeoff_figure
+from bon.runfolder import RunFolder, write_json, write_text
+
+
+def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
+    """Draw the figures and write every file of the bundle into ``out``; returns what was written."""
+    out.require_writable()
+    bundle.figures = draw_figures(out, bundle)
+    written: dict[str, Path] = {}
+    for name, table in bundle.tables().items():
+        written[name] = getattr(out, name)
+        write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
+    write_json(out.report_json, bundle.payload())
+    write_text(out.report, render_markdown(bundle, out))
+    write_text(out.report_html, render_run(bundle, sample_prompts))
+    return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
+
+
+def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
+    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder. Each figure is
+    drawn by its own forked worker when cores allow (:func:`bon.stages.pool.run_jobs`; ``BON_WORKERS=1``: in
+    this process): drawing is most of a small report's time, and every figure is independent of the others."""
+    from bon.stages.pool import run_jobs
+
+    jobs = figure_jobs(folder, b)
+    folder.figures.mkdir(parents=True, exist_ok=True)
+    drawn = run_jobs(lambda i: jobs[i][1](), len(jobs), figure_workers(len(jobs)))
+    return {name: paths for (name, _), paths in zip(jobs, drawn)}
+
+
+def figure_workers(jobs: int) -> int:
+    """Worker processes for ``jobs`` figures: one per usable core (Linux only), at most one per figure."""
+    import os
+    import sys
+
+    from bon.stages.pool import WORKERS_ENV, usable_cores
+
+    wanted = os.environ.get(WORKERS_ENV, "")
+    cores = int(wanted) if wanted.isdigit() and int(wanted) > 0 else usable_cores()
+    return max(1, min(cores, jobs)) if sys.platform.startswith("linux") else 1
+
+
+def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:
+    """(name, draw) of every figure the bundle has data for, in the report's order."""
+    left_out = b.excluded_judges
+    note = FIGURE_NOTE.format(b=b.bootstrap, s=b.seed) + (
+        f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
+
+    def correlation() -> list[Path]:
+        png = correlation_figure(b.metrics[~b.metrics["judge"].isin(left_out)], folder.figure, intervals=b.correlations,
+                                 formats=("png", "svg"), note=note, title=figure_title(b.study))
+        return [png, png.with_suffix(".svg")]
+
+    jobs: list[tuple[str, Callable[[], list[Path]]]] = [("correlation", correlation)]
+    if not b.leaderboards.empty:
+        jobs.append(("reranker", lambda: reranker_figure(b.leaderboards, folder.figure_file("reranker"))))
+    if b.curves is not None and not b.curves.empty:
+        jobs.append(("curves", lambda: bon_curves_figure(b.curves, folder.figure_file("curves"))))
+    if b.power:
+        jobs.append(("power", lambda: power_figure(b.power["grid"], folder.figure_file("power"), b.power["width"])))
+    if b.tradeoff and b.tradeoff.get("records"):
+        jobs.append(("tradeoff", lambda: [tradeoff_figure(b.tradeoff["records"], folder.figure_file("tradeoff"))]))
+    return jobs
