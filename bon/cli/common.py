@@ -16,7 +16,7 @@ from rich.console import Console
 from bon import __version__
 from bon.errors import BonError, Stopped
 
-out = Console(soft_wrap=True)
+out = Console(soft_wrap=True, markup=False)  # labels and flags ("[left out: ...]") are text, never markup
 PLUGIN_KINDS = ("judge", "strategy", "generator", "verifier")
 
 

@@ -141,7 +141,7 @@ def _summary(correlations, results, run_dir, uninformed: dict[tuple[str, str, st
     from analysis import leakage
 
     excluded = leakage.run_exclusions(run_dir, list(dict.fromkeys(results.judge)) if len(results) else None)
-    out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])")
+    out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])", markup=True)
     out.print(f"{'task':<12}{'generator':<11}{'judges':>6}{'r':>7}{'ρ':>7}{'random':>8}{'oracle':>8}  best judge (BoN score)")
     for row in correlations.itertuples():
         sub = results[(results.task == row.task) & (results.generator == row.generator)].dropna(subset=["bon_score"])
@@ -393,5 +393,5 @@ def plugins(json_out: Optional[Path]) -> None:
     plural = {"strategy": "strategies"}
     listing = {plural.get(kind, kind + "s"): registry.names(kind) for kind in registry.KINDS}
     for kind, names in listing.items():
-        out.print(f"[bold]{kind}[/]: {', '.join(names)}")
+        out.print(f"[bold]{kind}[/]: {', '.join(names)}", markup=True)
     write_numbers(json_out, listing)
