@@ -11,6 +11,20 @@ What is compared, and what not (volatile, so left out on both sides before compa
 - ``seconds_per_prompt`` (``leaderboard.csv`` and ``report.json``'s leaderboards) is measured judge time;
 - numbers are compared to a relative 1e-9 (summation order may change the last bits; CSVs print 6 digits).
 Nothing else is left out: every row, column, key and order must match.
+
+Recorded again once, after issues 26, 28 and 30 merged onto the Run (the first recording was of the code
+before issue 29; against it the analysis on ``bon.load_run`` wrote identical files). Only these changed,
+each a fix its issue names; results.csv, correlations.csv, metrics.csv, accuracies.csv and headroom.csv
+stayed identical:
+- leaderboard.csv: columns ``no_information`` (issue 28: a judge without information is never best) and
+  ``left_out`` (issue 30: the best judge is the best one the leakage policy keeps; the verifier's twins are
+  ranked after the kept judges, with the reason), so ranks and differences to the best changed;
+- report.json: ``scoring`` (issue 26: the verifier's metric and its failed scores), the same leaderboards,
+  the predictor table without the leakage-excluded judges (issue 30), ``study`` with ``on_failure`` and
+  ``accuracies``;
+- tradeoff.json: ``left_out``, and per record ``decided_by``, ``costs_more``, ``gating_reason``,
+  ``calls_pending`` (issues 28, 30); ``calls_made``/``calls_cached`` of 11 records, because every judge now
+  replays against the store as it was before the command (so the records do not depend on the order).
 """
 
 from __future__ import annotations
