@@ -2,9 +2,10 @@
 `bon verify` (verify_command) rescores a finished study with another verifier, resumably.
 
 Each test runs the real config file from configs/ (paths pointed at the tiny models built once per
-session, N = 4 and 2 prompts instead of 8 and the whole copy, to keep the suite fast): benchmark
-suite -> two base generators -> knockout with two or three judges -> the benchmark's verifier ->
-results table and report.
+session, N = 3 and one or two prompts instead of 8 and the whole copy, to keep the suite fast: two
+prompts only where a test looks at the second one): benchmark suite -> two base generators -> knockout
+with two or three judges -> the benchmark's verifier -> results table and report, which names the
+metric that scored the study.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def tiny(tmp_path_factory) -> Path:
     return out
 
 
-def shrunk_config(name: str, tiny: Path, out: Path, n: int = 4, limit: int = 2) -> Path:
+N = 3  # candidates per prompt: a knockout with a bye, 2(N - 1) calls a prompt all the same
+
+
+def shrunk_config(name: str, tiny: Path, out: Path, n: int = N, limit: int = 2) -> Path:
     """configs/<name>.yaml with its tiny paths pointed at ``tiny``, a smaller N and fewer prompts."""
     text = (ROOT / "configs" / f"{name}.yaml").read_text(encoding="utf-8").replace("runs/tiny/", f"{tiny.as_posix()}/")
     raw = yaml.safe_load(text)
@@ -75,7 +79,7 @@ def scores(run: Path, file: str = "scores.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run / file).read_text().splitlines() if line.strip()]
 
 
-def check_run(run: Path, generators: int, judges: int, n: int = 4, prompts: int = 2) -> list[dict]:
+def check_run(run: Path, generators: int, judges: int, metric: str, n: int = N, prompts: int = 2) -> list[dict]:
     rows = results(run)
     assert len(rows) == generators * judges
     assert all(r["bon_score"] != "" and r["random_score"] != "" for r in rows)
@@ -83,7 +87,13 @@ def check_run(run: Path, generators: int, judges: int, n: int = 4, prompts: int 
     assert all(r["mmrb2_accuracy"] == "" for r in rows)  # no preference set from a benchmark suite
     recs = scores(run)
     assert len(recs) == generators * prompts * n
-    assert (run / "report.md").exists() and (run / "figures" / "correlation.png").exists()
+    report = (run / "report.md").read_text(encoding="utf-8")
+    assert f"- **Verifier metric:** {metric}\n" in report
+    failed = next(line for line in report.splitlines() if line.startswith("- **Failed verifier scores:** "))
+    for gen in {r["generator"] for r in recs}:  # per setting: failed of stored
+        count = sum(r["score"] is None for r in recs if r["generator"] == gen)
+        assert f"/{gen}: {count} of {prompts * n}" in failed
+    assert (run / "figures" / "correlation.png").exists()
     return recs
 
 
@@ -97,7 +107,7 @@ def reasoning_run(tiny, tmp_path_factory) -> Path:
 def test_t2i_genai_bench_vqascore(tiny, tmp_path):
     out = tmp_path / "t2i"
     assert main(["run", str(shrunk_config("paper_t2i_tiny", tiny, out))]) == 0
-    recs = check_run(out, generators=2, judges=3)
+    recs = check_run(out, generators=2, judges=3, metric="vqascore, metric official")
     assert all(r["missing"] is None and 0.0 <= r["score"] <= 1.0 for r in recs)
     d = recs[0]["details"]
     assert d["question"].startswith('Does this figure show "') and d["grader"]["revision"].startswith("local:")
@@ -108,8 +118,8 @@ def test_t2i_genai_bench_vqascore(tiny, tmp_path):
 
 def test_edit_gedit_bench_sc_pq(tiny, tmp_path):
     out = tmp_path / "edit"
-    assert main(["run", str(shrunk_config("paper_edit_tiny", tiny, out))]) == 0
-    recs = check_run(out, generators=2, judges=2)
+    assert main(["run", str(shrunk_config("paper_edit_tiny", tiny, out, limit=1))]) == 0
+    recs = check_run(out, generators=2, judges=2, metric="gedit, metric bon", prompts=1)
     for r in recs:
         d = r["details"]
         assert r["missing"] is None
@@ -121,8 +131,8 @@ def test_edit_gedit_bench_sc_pq(tiny, tmp_path):
 
 def test_interleaved_isg_bench_levels(tiny, tmp_path):
     out = tmp_path / "interleaved"
-    assert main(["run", str(shrunk_config("paper_interleaved_tiny", tiny, out))]) == 0
-    recs = check_run(out, generators=2, judges=2)
+    assert main(["run", str(shrunk_config("paper_interleaved_tiny", tiny, out, limit=1))]) == 0
+    recs = check_run(out, generators=2, judges=2, metric="isg, metric bon", prompts=1)
     first = [r for r in recs if r["prompt_id"] == "0000"]
     strong = [r for r in first if r["generator"] == "strong"]
     weak = [r for r in first if r["generator"] == "weak"]
@@ -134,7 +144,7 @@ def test_interleaved_isg_bench_levels(tiny, tmp_path):
 
 
 def test_reasoning_emma_exact_match(reasoning_run):
-    recs = check_run(reasoning_run, generators=2, judges=2)
+    recs = check_run(reasoning_run, generators=2, judges=2, metric="emma, metric official")
     assert all(r["score"] in (0.0, 1.0) and "rule" in r["details"] for r in recs)
     assert {r["details"]["reference"] for r in recs} == {"C", "9"}
 
@@ -144,12 +154,12 @@ def test_verify_command_other_verifier_separate_file_and_resume(reasoning_run, t
 
     # human-style labels for every candidate of the strong generator only: the weak ones stay missing
     labels = tmp_path / "labels.csv"
-    rows = ["prompt_id,generator,index,score"] + [f"{pid},strong,{k},{1 + (k % 5)}" for pid in ("math_1", "math_2") for k in range(4)]
+    rows = ["prompt_id,generator,index,score"] + [f"{pid},strong,{k},{1 + (k % 5)}" for pid in ("math_1", "math_2") for k in range(N)]
     labels.write_text("\n".join(rows) + "\n")
     opts = {"path": str(labels), "scale": [1, 5], "label": "humans"}
     s = verify_command(reasoning_run, "labels", dict(opts))
     assert s["scores_file"].endswith("scores_humans.jsonl") and not s["study_verifier"]
-    assert s["candidates"] == 16 and s["newly_scored"] == 16 and s["missing"] == 8
+    assert s["candidates"] == 2 * 2 * N and s["newly_scored"] == 2 * 2 * N and s["missing"] == 2 * N
     assert "no label for prompt" in next(iter(s["missing_reasons"]))
     got = {(r["generator"], r["prompt_id"], r["index"]): r["score"] for r in scores(reasoning_run, "scores_humans.jsonl")}
     assert got[("strong", "math_1", 2)] == pytest.approx(0.5)
@@ -159,9 +169,9 @@ def test_verify_command_other_verifier_separate_file_and_resume(reasoning_run, t
     record = json.loads((reasoning_run / "scores_humans.json").read_text())
     assert record["identity"]["sha256"] and record["verifier"] == "labels"
     # the study's scores are untouched, and a rerun scores nothing new
-    assert len(scores(reasoning_run)) == 16
+    assert len(scores(reasoning_run)) == 2 * 2 * N
     again = verify_command(reasoning_run, "labels", dict(opts))
-    assert again["newly_scored"] == 0 and again["missing"] == 8
+    assert again["newly_scored"] == 0 and again["missing"] == 2 * N
     # another verifier under the same label is refused
     with pytest.raises(BonError, match="another label"):
         verify_command(reasoning_run, "emma", {"label": "humans"})

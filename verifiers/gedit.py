@@ -130,7 +130,7 @@ class GEditVerifier(Verifier):
     def identity(self) -> dict[str, Any]:
         if self.official is not None:
             return {"name": self.name, "plugin": self.plugin, **self.official.identity(), "grader": self.grader.identity()}
-        return {"name": self.name, "plugin": self.plugin, "image_area": self.image_area,
+        return {"name": self.name, "plugin": self.plugin, "metric": "bon", "image_area": self.image_area,
                 "grader": self.grader.identity()}
 
     # --- benchmark items (bon score) -----------------------------------------------------------------

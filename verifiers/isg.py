@@ -133,7 +133,7 @@ class IsgVerifier(Verifier):
     def identity(self) -> dict[str, Any]:
         if self.official is not None:
             return {"name": self.name, "plugin": self.plugin, **self.official.identity(), "grader": self.grader.identity()}
-        return {"name": self.name, "plugin": self.plugin, "levels": self.levels, "merge_text": self.merge_text,
+        return {"name": self.name, "plugin": self.plugin, "metric": "bon", "levels": self.levels, "merge_text": self.merge_text,
                 "max_questions": self.max_questions, "grader": self.grader.identity() if self.grader else None}
 
     # --- benchmark items (bon score) -----------------------------------------------------------------
