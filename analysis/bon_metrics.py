@@ -39,13 +39,13 @@ import yaml
 
 from bon.content import TASKS, read_jsonl
 from bon.errors import BonError
-from bon.runfolder import RunFolder
+from bon.runfolder import RunFolder, check_n, check_pick, check_unique_picks
 from bon.seeds import derive_seed
 
 ScoreKey = tuple[str, str, int]
 GROUP = ["task", "generator", "judge", "strategy"]
 PROMPT_COLUMNS = [*GROUP, "prompt_id", "index", "pick_score", "random_score", "oracle_score", "win", "rank",
-                  "n_scored", "hit", "calls", "missing"]
+                  "n_scored", "hit", "calls", "missing", "informed"]
 METRIC_COLUMNS = [
     *GROUP, "prompts", "n", "bon_score", "bon_lo", "bon_hi", "random_score", "oracle_score",
     "gain", "gain_lo", "gain_hi", "recovery", "recovery_lo", "recovery_hi", "win_rate", "win_lo", "win_hi",
@@ -66,7 +66,17 @@ def load_picks(run_dir: Path) -> list[dict[str, Any]]:
     path = RunFolder(Path(run_dir), existing=True).picks
     if not path.exists():
         raise BonError(f"{path}: no picks; is {run_dir} a finished study folder?")
-    return [rec for _, rec in read_jsonl(path)]
+    return checked_picks(path, run_n(run_dir))
+
+
+def checked_picks(path: Path, n: int | None) -> list[dict[str, Any]]:
+    """A picks file, read strictly (it is written whole, so a cut line is damage) and checked line by line:
+    indices that are candidates of the prompt, no pick twice."""
+    lines = [(f"{path}:{k}", rec) for k, rec in read_jsonl(path, torn_tail_ok=False)]
+    for where, rec in lines:
+        check_pick(rec, where, n)
+    check_unique_picks(lines)
+    return [rec for _, rec in lines]
 
 
 def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
@@ -75,8 +85,9 @@ def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
     smaller ``--n`` are left out (their random and oracle levels are of another N)."""
     run = RunFolder(Path(run_dir), existing=True)
     records, seen = [], set()
+    n = run_n(run_dir)
     for path in run.picks_files():
-        mine = [rec for _, rec in read_jsonl(path)]
+        mine = checked_picks(path, n if path == run.picks else None)  # a `--n` file's picks are of its smaller n
         if path != run.picks:
             mine = [r for r in mine if run.picks_file(r.get("judge", ""), r.get("strategy", "")) == path]
         keys = {(r.get("judge"), r.get("strategy", "")) for r in mine}
@@ -89,10 +100,17 @@ def load_selected_picks(run_dir: Path) -> list[dict[str, Any]]:
 
 def load_scores(run_dir: Path) -> dict[ScoreKey, dict[str, Any]]:
     """The run's ``scores.jsonl`` keyed by (generator, prompt id, candidate index)."""
-    path = RunFolder(Path(run_dir), existing=True).scores
-    if not path.exists():
-        raise BonError(f"{path}: no verifier scores; is {run_dir} a finished study folder?")
-    return {(r["generator"], r["prompt_id"], int(r["index"])): r for _, r in read_jsonl(path)}
+    run = RunFolder(Path(run_dir), existing=True)
+    if not run.scores.exists():
+        raise BonError(f"{run.scores}: no verifier scores; is {run_dir} a finished study folder?")
+    scores = {}
+    for k, r in read_jsonl(run.scores):
+        try:
+            scores[(str(r["generator"]), str(r["prompt_id"]), int(r["index"]))] = r
+        except (KeyError, TypeError, ValueError):
+            raise BonError(f"{run.scores}:{k}: expected generator, prompt_id and an integer index") from None
+    check_n(run.config, run_n(run_dir), run.scores, ((pid, index) for _, pid, index in scores))
+    return scores
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
@@ -164,6 +182,45 @@ def _pick_stats(values: np.ndarray, index: int) -> dict[str, float]:
     return out
 
 
+UNDECIDED_RULES = ("no-verdict", "coin")  # matches the judge's verdicts did not decide (bon.protocol.decide_match)
+
+
+def pick_informed(pick: Mapping[str, Any]) -> bool:
+    """Whether the judge's answers decided anything in this pick: not every call missing, and (for a
+    bracket) some match won by votes or scores rather than by the seeded coin."""
+    calls, missing = int(pick.get("calls", 0) or 0), int(pick.get("missing", 0) or 0)
+    if calls and missing >= calls:
+        return False
+    rules = [m[3] for m in pick.get("matches") or [] if isinstance(m, (list, tuple)) and len(m) > 3]
+    return not rules or any(rule not in UNDECIDED_RULES for rule in rules)
+
+
+def no_information(rows: pd.DataFrame) -> str | None:
+    """Why one judge's picks in one setting carry no information, or None. Such a judge (every verdict
+    missing, or every match a tie the coin decided) picked by chance: it is never "best" anywhere."""
+    if rows.empty:
+        return None
+    informed = rows["informed"] if "informed" in rows else pd.Series(True, index=rows.index)
+    calls, missing = int(rows["calls"].sum()), int(rows["missing"].sum())
+    if calls and missing >= calls:
+        return f"no information: every verdict missing ({missing} of {calls} calls)"
+    if not informed.astype(bool).any():
+        return "no information: every match a tie (decided by the seeded coin)"
+    return None
+
+
+def uninformed_judges(prompts: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
+    """(task, generator, judge, strategy) -> why that judge's picks there carry no information."""
+    out: dict[tuple[str, str, str, str], str] = {}
+    if prompts.empty:
+        return out
+    for key, rows in prompts.groupby(GROUP, sort=False):
+        reason = no_information(rows)
+        if reason:
+            out[tuple(key)] = reason
+    return out
+
+
 def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
                  n: int | None = None) -> pd.DataFrame:
     """One row per pick: its score, the prompt's random and oracle levels, win rate and rank."""
@@ -175,7 +232,8 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
         index = int(pk.get("index", -1))
         rows.append({"task": pk["task"], "generator": gen, "judge": pk["judge"], "strategy": pk.get("strategy", ""),
                      "prompt_id": pid, "index": index, **_pick_stats(values, index),
-                     "calls": int(pk.get("calls", 0) or 0), "missing": int(pk.get("missing", 0) or 0)})
+                     "calls": int(pk.get("calls", 0) or 0), "missing": int(pk.get("missing", 0) or 0),
+                     "informed": pick_informed(pk)})
     table = pd.DataFrame(rows, columns=PROMPT_COLUMNS)
     dup = table.duplicated([*GROUP, "prompt_id"], keep=False)
     if dup.any():

@@ -185,7 +185,10 @@ class ReportBundle:
         if self.n is not None and self.n < 2:
             return f"N = {self.n} candidate per prompt: every judge picks the same candidate, so there is nothing to compare"
         if not np.isfinite(pd.to_numeric(self.metrics["mmrb2_accuracy"], errors="coerce")).any():
-            return f"no judge of this run has an accuracy in {self.accuracy_label}"
+            if self.accuracy_label.startswith("published"):
+                return f"no judge of this run has an accuracy in {self.accuracy_label} (no label matches a judge of its table)"
+            return (f"no judge of this run has an MMRB2 accuracy (judge axis: {self.accuracy_label}); set `accuracies: "
+                    "published` (or a CSV file) in the config, or run `bon report --accuracies published`")
         most = int(self.settings["n_judges"].max()) if len(self.settings) else 0
         if most < MIN_CORRELATION_JUDGES:
             return (f"at most {most} judge(s) per setting have both an accuracy and a Best-of-N score; a correlation "
@@ -252,14 +255,15 @@ PredictorPairs = Callable[..., Mapping[str, PairOutcomes]]  # benchmark_task_pai
 
 
 def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
-            accuracies: str | Path | JudgeAxis | None = "run",
+            accuracies: str | Path | JudgeAxis | None = None,
             exclude_sources: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
             power: bool = True, power_width: float = 0.5,
             predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
             grader_judges: str | None = None, overlapping_pairs: str | None = None,
             on_failure: str | None = None) -> ReportBundle:
-    """Every number of the report. ``accuracies``: ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
+    """Every number of the report. ``accuracies``: None (the study config's ``accuracies:`` key, by default
+    its own preference set), ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
     ``exclude_sources`` drops pairs of the run's own preference set by ``prompt_source``;
     ``predictor_pairs`` (:func:`analysis.predictors.benchmark_task_pairs`, or it with its files bound, so
@@ -271,6 +275,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     run_dir = Path(run_dir)
     config = read_config(run_dir)
     study = config.get("study") or {}
+    if accuracies is None:
+        accuracies = study_accuracies(study)
     policy = leakage.study_policy(study, grader_judges, overlapping_pairs)
     failure = failure_policy(study, on_failure)
     picks, stored = load_picks(run_dir), load_scores(run_dir)
@@ -287,7 +293,8 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run_n(run_dir)), acc)
     headroom = headroom_table(prompts, scores, run_n(run_dir))
     graders = leakage.grader_judges(stats, judges)
-    excluded = list(graders) if policy.excludes_graders else []
+    left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
+    excluded = list(left_out)
 
     settings = settings_from_prompts(prompts)
 
@@ -305,7 +312,7 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
         try:
             power_result = power_analysis(run_dir, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
                                           judges_grid=(5, 8, 12, 20, 32), sims=100, bootstrap=150, seed=seed,
-                                          prompts=prompts, axis=axis)
+                                          prompts=prompts, axis=axis, excluded=left_out)
         except BonError:
             power_result = None
     predictor_dropped: dict[str, Any] | None = None
@@ -326,13 +333,20 @@ def compute(run_dir: Path, bootstrap: int = 1000, seed: int = 0, level: float = 
     return ReportBundle(
         run_dir=run_dir, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=correlations,
-        leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level),
+        leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level, excluded=left_out),
         power=power_result, curves=load_curves(run_dir), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats,
-        predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source),
+        predictors=bundle_records(run_dir, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
+                                  excluded=left_out),
         tradeoff=load_tradeoff(run_dir), max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
         scoring=scoring_record(study, failure, failure_counts(picks, stored, failed), stored,
                                (stats.get("identities") or {}).get("verifier")))
+
+
+def study_accuracies(study: Mapping[str, Any]) -> str:
+    """The judge axis the study's config asks for (``accuracies: preference | published | FILE``)."""
+    value = study.get("accuracies") or "preference"
+    return "run" if value == "preference" else str(value)
 
 
 def without_judges(settings: list[Setting], judges: Iterable[str]) -> list[Setting]:

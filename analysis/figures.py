@@ -117,6 +117,20 @@ def pick_cost(table: pd.DataFrame, cost: str = "auto") -> str:
     return "calls_per_prompt"
 
 
+def point_labels(xs: Sequence[float], ys: Sequence[float], judges: Sequence[Any],
+                 left_out: Sequence[Any] | None = None) -> dict[int, str]:
+    """One label per place (index of its first point -> text): judges at the same cost and gain share one
+    (``a, b``) instead of printing over each other; a judge the leakage policy leaves out carries a dagger."""
+    out: dict[tuple[float, float], tuple[int, list[str]]] = {}
+    flags = list(left_out) if left_out is not None else [""] * len(judges)
+    for i, (x, y, judge, flag) in enumerate(zip(xs, ys, judges, flags)):
+        if not (np.isfinite(x) and np.isfinite(y)):
+            continue
+        name = f"{judge}†" if isinstance(flag, str) and flag else str(judge)
+        out.setdefault((round(float(x), 6), round(float(y), 3)), (i, []))[1].append(name)
+    return {i: ", ".join(names) for i, names in out.values()}
+
+
 def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
                     formats: Sequence[str] = ("png", "svg")) -> list[Path]:
     """Best-of-N gain (with its interval) against cost per prompt, a panel per task, a marker per generator.
@@ -154,9 +168,8 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
             front = _frontier(x, y)
             if len(front) > 1:
                 ax.step(x[front], y[front], where="post", color=st["color"], lw=0.9, ls=st["ls"], alpha=0.7)
-            for xi, yi, name in zip(spread, y, sub["judge"]):
-                ax.annotate(str(name), (xi, yi), xytext=(4, 2), textcoords="offset points", fontsize=6.5,
-                            color="0.25")
+            for i, names in point_labels(x, y, sub["judge"], sub.get("left_out")).items():
+                ax.annotate(names, (spread[i], y[i]), xytext=(4, 2), textcoords="offset points", fontsize=6.5, color="0.25")
         if log:
             ax.set_xscale("log")
         ax.set_xlabel(COSTS.get(col, col), fontsize=9)
@@ -166,7 +179,10 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
         ax.legend(fontsize=8, loc="lower right", framealpha=0.85)
     for ax in flat[len(tasks):]:
         ax.set_visible(False)
-    fig.suptitle("Choosing a reranker: gain (95% interval over prompts) against cost", fontsize=12)
+    flagged = "left_out" in table and table["left_out"].fillna("").astype(str).ne("").any()
+    fig.suptitle("Choosing a reranker: gain (95% interval over prompts) against cost"
+                 + ("\n† left out of the correlation by the leakage policy (shares the verifier's grader)" if flagged else ""),
+                 fontsize=12)
     fig.tight_layout(rect=(0, 0.0, 1, 0.96))
     return save_figure(fig, Path(path), formats)
 

@@ -20,11 +20,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bon_metrics import load_scores, task_order
 from analysis.bundle import ReportBundle, compute, inline
+from analysis.leaderboard import is_best
 from analysis.plots import TASK_TITLES
 from analysis.report import CORRELATION_COLUMNS, SCOPES, finite, fmt_p
 from analysis.statistics import POINT
+from analysis.tradeoff import flags as tradeoff_flags
 from bon.content import inside, read_jsonl, slug
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
@@ -44,7 +47,7 @@ nav{display:flex;flex-wrap:wrap;gap:6px 14px;margin:14px 0 4px;font-size:13px}na
 .card .v{font-size:21px;font-weight:600}.card .k{font-size:12px;color:var(--muted)}
 figure{margin:14px 0 8px}figure img{max-width:100%;height:auto;border:1px solid var(--line);border-radius:4px}
 figcaption{font-size:12.5px;color:var(--muted);max-width:960px}
-.tablewrap{display:inline-block;max-width:100%;vertical-align:top;overflow:auto;margin:8px 0 4px;border:1px solid var(--line);border-radius:6px;max-height:640px}
+.tablewrap{display:block;width:fit-content;max-width:100%;min-width:0;box-sizing:border-box;overflow:auto;margin:8px 0 4px;border:1px solid var(--line);border-radius:6px;max-height:640px}
 table{border-collapse:collapse;font-size:12.5px}
 th,td{padding:4px 8px;border-bottom:1px solid var(--line);white-space:nowrap;text-align:left}
 th{background:#eef1f4;position:sticky;top:0;z-index:1;font-weight:600}
@@ -305,15 +308,15 @@ def metrics_columns() -> list[Column]:
 
 def leaderboard_columns() -> list[Column]:
     return [
-        col("#", "rank"), text("judge", "judge"),
+        col("#", "rank"), text("judge", lambda r: leakage.flagged(r["judge"], {r["judge"]: r["left_out"]} if isinstance(r.get("left_out"), str) and r["left_out"] else {})),
         col("MMRB2 acc. %", "mmrb2_accuracy", ".1f"), col("BoN", "bon_score", ".3f"),
         interval("95% CI", "bon_lo", "bon_hi", ".3f"), col("gain", "gain", "+.3f"),
         ("vs best", "paired difference of means on the same prompts", lambda r: r.get("diff_vs_best"),
-         lambda r: "best" if r.get("rank") == 1 else fmt("+.3f")(r.get("diff_vs_best"))),
+         lambda r: "best" if is_best(r) else fmt("+.3f")(r.get("diff_vs_best"))),
         ("95% CI", "", lambda r: r.get("diff_lo"),
-         lambda r: "" if r.get("rank") == 1 else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
+         lambda r: "" if is_best(r) else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
         col("p (Holm)", "p_holm", fmt_p, "sign-flip permutation p-value, Holm-adjusted over the judges"),
-        text("verdict", lambda r: "best" if r.get("rank") == 1 else ("tied" if r.get("tied_with_best") else "worse")),
+        text("verdict", lambda r: r.get("no_information") or ("best" if is_best(r) else ("tied" if r.get("tied_with_best") else "worse"))),
         col("calls/prompt", "calls_per_prompt", ".1f"), col("$/prompt", "usd_per_prompt", ".4f"),
         col("s/prompt", "seconds_per_prompt", ".4f"), col("gain/call", "gain_per_call", "+.4f"),
         col("gain/$", "gain_per_dollar", "+.1f"),
@@ -389,9 +392,10 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
                  "optimistic.</p>")
     if lb is not None and not lb.empty:
         for (task, gen, strategy), sub in lb.groupby(["task", "generator", "strategy"], sort=False):
-            tied = int(sub["tied_with_best"].sum()) - 1  # the best itself is not counted
-            parts.append(f"<details><summary>{esc(TASK_TITLES.get(task, task))} / {esc(gen)} ({esc(strategy)}): best "
-                         f"{esc(sub.iloc[0]['judge'])}, {tied} judge(s) tied with it</summary>"
+            tied = max(0, int(sub["tied_with_best"].sum()) - 1)  # the best itself is not counted
+            best = [r["judge"] for r in records(sub) if is_best(r)]
+            lead = f"best {esc(best[0])}, {tied} judge(s) tied with it" if best else "no judge with information"
+            parts.append(f"<details><summary>{esc(TASK_TITLES.get(task, task))} / {esc(gen)} ({esc(strategy)}): {lead}</summary>"
                          + html_table(records(sub), leaderboard_columns()) + "</details>")
     parts.append(cheapest_html(b.cheapest(), b.max_loss))
     parts.append(tradeoff_html(b.tradeoff, figs.get("tradeoff")))
@@ -501,7 +505,7 @@ def cheapest_html(rows: Sequence[Mapping[str, Any]], max_loss: float) -> str:
     if not rows:
         return ""
     return (f"<p>Cheapest way to run each judge whose Best-of-N loss against the full protocol stays within {max_loss:g} "
-            "(upper end of its 95% interval; gates the flip analysis calls unsafe left out):</p>"
+            "(upper end of its 95% interval; only gates called safe):</p>"
             + html_table(rows, [text("judge", "judge"), text("setting", "cheapest_setting"),
                                 col("calls/prompt", "calls_per_prompt", ".2f"), col("full protocol", "full_calls_per_prompt", ".2f"),
                                 col("calls cut", "calls_cut", ".0%"), col("$/prompt", "usd_per_prompt", ".4f"),
@@ -521,8 +525,8 @@ def tradeoff_html(tradeoff: Mapping[str, Any] | None, figure: Sequence[Path] | N
         tradeoff["records"], [
             text("judge", "judge"), text("setting", "setting"), col("calls/prompt", "calls_per_prompt", ".2f"),
             col("calls cut", "calls_cut", ".0%"), col("BoN", "bon_score", ".4f"), col("recovery", "recovery", ".3f"),
-            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"), GATING,
-            text("what it did", lambda r: r.get("note") or "")], "tradeoff")
+            col("loss", "loss", "+.4f"), interval("loss 95% CI", "loss_lo", "loss_hi", "+.4f"),
+            text("gating and flags", tradeoff_flags), text("what it did", lambda r: r.get("note") or "")], "tradeoff")
 
 
 def _cards(b: ReportBundle) -> str:

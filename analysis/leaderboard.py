@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, load_picks, load_scores, load_selected_picks,
-                                  percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n, setting_intervals,
-                                  setting_matrix, weighted_means)
+                                  no_information, percentile_ci, prompt_level, prompt_weights, read_config, read_json, run_n,
+                                  setting_intervals, setting_matrix, weighted_means)
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
@@ -36,7 +38,8 @@ from bon.seeds import derive_seed
 LEADERBOARD_COLUMNS = [
     "task", "generator", "strategy", "rank", "judge", "mmrb2_accuracy", "prompts", "bon_score", "bon_lo", "bon_hi",
     "gain", "gain_lo", "gain_hi", "diff_vs_best", "diff_lo", "diff_hi", "p_vs_best", "p_holm", "tied_with_best",
-    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar",
+    "calls_per_prompt", "usd_per_prompt", "seconds_per_prompt", "gain_per_call", "gain_per_dollar", "no_information",
+    "left_out",
 ]
 EXACT_SIGN_FLIP_MAX = 16
 
@@ -57,7 +60,25 @@ def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
 
 
 def load_stats(run_dir: Path) -> dict[str, Any]:
-    return read_json(RunFolder(Path(run_dir), existing=True).stats) or {}
+    """stats.json (an object, else a one-line error); when it is missing, what it records of the judges rebuilt
+    from the config and the store, with the judges sharing the verifier's grader (so no judge's costs go missing
+    and the leakage guard still leaves the verifier's twins out), or nothing without a readable config."""
+    from analysis.predictors import shared_grader
+    from bon.recorded import grader_view, plugin_identity, read_study_config, stats_from_store
+    from bon.runfolder import read_stats
+
+    run = RunFolder(Path(run_dir), existing=True)
+    stats = read_stats(run.stats)
+    if stats is not None:
+        return stats
+    try:
+        cfg = read_study_config(run)
+        stats = stats_from_store(run, cfg)
+        verifier = grader_view("verifier", cfg.verifier, plugin_identity("verifier", cfg.verifier, cfg.source))
+    except BonError:
+        return {}
+    judges = [grader_view("judge", spec, stats["identities"]["judges"].get(spec.label, {})) for spec in cfg.judges]
+    return {**stats, "shared_grader": shared_grader(judges, verifier)}
 
 
 def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> float:
@@ -91,8 +112,12 @@ def holm(pvalues: np.ndarray) -> np.ndarray:
 
 def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str | None = None,
                 stats: Mapping[str, Any] | None = None, accuracies: Mapping[str, float] | None = None,
-                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000) -> pd.DataFrame:
-    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`)."""
+                bootstrap: int = 2000, seed: int = 0, level: float = 0.95, permutations: int = 10000,
+                excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The ranked judges of one setting (rows of :func:`analysis.bon_metrics.prompt_level`). The best is the
+    best judge the leakage policy keeps (``excluded``: judge -> why it is left out); left-out judges are
+    ranked after the kept ones, with the reason in ``left_out``."""
+    excluded = dict(excluded or {})
     sub = prompts[(prompts.task == task) & (prompts.generator == generator)]
     if strategy is not None:
         sub = sub[sub.strategy == strategy]
@@ -112,10 +137,15 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
     with np.errstate(invalid="ignore"):
         bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
         gain = bon - np.nanmean(rnd, 1)
-    best = int(np.nanargmax(bon))
-    diffs = scores - scores[best]  # paired per prompt; NaN where either pick is unscored
-    diff = np.nanmean(diffs, 1)
-    p = np.array([math.nan if j == best else sign_flip_p(diffs[j], permutations,
+    uninformed = [no_information(sub[sub.judge == judge]) for judge in judges]
+    best = _best(bon, [why or excluded.get(judge) for judge, why in zip(judges, uninformed)])
+    if best is None:  # every informed judge is left out by the leakage policy: the best of those, flagged
+        best = _best(bon, uninformed)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a judge with no scored pick (or no best): NaN, said so
+        diffs = scores - (scores[best] if best is not None else np.nan)  # paired per prompt; NaN where either is unscored
+        diff = np.nanmean(np.where(np.isfinite(diffs), diffs, np.nan), 1) if diffs.size else diffs
+    p = np.array([math.nan if j == best or best is None else sign_flip_p(diffs[j], permutations,
                                                          derive_seed(seed, "sign-flip", task, generator, judges[j]))
                   for j in range(len(judges))])
     p_adj = holm(p)
@@ -133,19 +163,29 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
             "bon_score": bon[j], "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j], "gain": gain[j],
             "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
             "diff_vs_best": diff[j], "diff_lo": dlo[j], "diff_hi": dhi[j], "p_vs_best": p[j], "p_holm": p_adj[j],
-            "tied_with_best": bool(j == best or not (p_adj[j] < 0.05)),
+            "tied_with_best": bool(j == best or (best is not None and not uninformed[j] and not (p_adj[j] < 0.05))),
             "calls_per_prompt": cpp, "usd_per_prompt": usd, "seconds_per_prompt": sec,
             "gain_per_call": gain[j] / cpp if cpp else math.nan,
             "gain_per_dollar": gain[j] / usd if np.isfinite(usd) and usd > 0 else math.nan,
+            "no_information": uninformed[j] or "",
+            "left_out": excluded.get(judge, ""),
         })
-    table = pd.DataFrame(rows).sort_values(["bon_score", "judge"], ascending=[False, True], kind="stable")
+    table = pd.DataFrame(rows)  # the kept judges with information first: a judge left out or with none is never first
+    table = table.assign(_last=(table["no_information"] != "") | (table["left_out"] != "")).sort_values(
+        ["_last", "bon_score", "judge"], ascending=[True, False, True], kind="stable").drop(columns="_last")
     table.insert(3, "rank", np.arange(1, len(table) + 1))
     return table[LEADERBOARD_COLUMNS].reset_index(drop=True)
 
 
+def _best(bon: np.ndarray, uninformed: list[str | None]) -> int | None:
+    """The judge with the highest BoN score among those whose verdicts carry information (None: none does)."""
+    usable = [j for j in range(len(bon)) if not uninformed[j] and np.isfinite(bon[j])]
+    return max(usable, key=lambda j: bon[j]) if usable else None
+
+
 def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = None,
                      accuracies: pd.DataFrame | None = None, bootstrap: int = 2000, seed: int = 0,
-                     level: float = 0.95) -> pd.DataFrame:
+                     level: float = 0.95, excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for every (task, generator, strategy) of the picks, stacked."""
     if prompts.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
@@ -155,12 +195,12 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
         if accuracies is not None and not accuracies.empty:
             a = accuracies[accuracies.task == task]
             acc = dict(zip(a["judge"], a["accuracy"]))
-        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level))
+        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level, excluded=excluded))
     return pd.concat(parts, ignore_index=True)
 
 
 def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | None = None,
-                    bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
+                    bootstrap: int = 2000, seed: int = 0, grader_judges: str | None = None) -> pd.DataFrame:
     """:func:`leaderboard` for a run folder (the study's picks and those of ``bon select``), with the run's
     own MMRB2 accuracies beside each judge."""
     from analysis.statistics import run_judge_axis
@@ -179,7 +219,15 @@ def run_leaderboard(run_dir: Path, task: str, generator: str, strategy: str | No
         acc = dict(zip(a["judge"], a["accuracy"]))
     except BonError:
         pass  # a run without a preference set still gets its ranking
-    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed)
+    judges = list(dict.fromkeys(prompts["judge"]))
+    return leaderboard(prompts, task, generator, strategy, load_stats(run_dir), acc, bootstrap, seed,
+                       excluded=leakage.run_exclusions(run_dir, judges, grader_judges))
+
+
+def is_best(row: Mapping[str, Any]) -> bool:
+    """The leaderboard's best row: ranked first, with information (a judge that answered nothing is never best)
+    and kept by the leakage policy."""
+    return row.get("rank") == 1 and not row.get("no_information") and not row.get("left_out")
 
 
 def format_leaderboard(table: pd.DataFrame) -> str:
@@ -201,10 +249,13 @@ def format_leaderboard(table: pd.DataFrame) -> str:
 
     for r in table.itertuples():
         ci = f"[{f(r.bon_lo, '.3f')}, {f(r.bon_hi, '.3f')}]"
-        dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if r.rank > 1 else ""
-        mark = "  (not significantly worse)" if r.tied_with_best and r.rank > 1 else ""
+        top = is_best(r._asdict())
+        dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if not top else ""
+        mark = "  (not significantly worse)" if r.tied_with_best and not top else ""
+        mark = f"  ({r.no_information})" if r.no_information else mark
+        mark += f"  [left out: {r.left_out}]" if r.left_out else ""
         lines.append(f"{r.rank:>2} {str(r.judge)[:21]:<22}{f(r.mmrb2_accuracy, '.1f'):>7}{f(r.bon_score, '.3f'):>7}  {ci:<14}"
-                     f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if r.rank > 1 else 'best':>9}  {dci:<16}"
+                     f"{f(r.gain, '+.3f'):>7}{f(r.diff_vs_best, '+.3f') if not top else 'best':>9}  {dci:<16}"
                      f"{f(r.p_holm, '.3f'):>9}  {f(r.calls_per_prompt, '.1f'):>12}{f(r.usd_per_prompt, '.4f'):>10}"
                      f"{f(r.gain_per_call, '.4f'):>10}{mark}")
     return "\n".join(lines)
@@ -213,7 +264,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
 def format_cheapest(rows: list[dict[str, Any]], max_loss: float) -> str:
     """The leaderboard's trade-off lines (``bon tradeoff`` data): per judge, the cheapest setting within ``max_loss``."""
     lines = [f"cheapest way to run each judge within a Best-of-N loss of {max_loss:g} (upper end of the 95% interval; "
-             "unsafe gates left out):",
+             "only gates called safe):",
              f"{'judge':<22}{'setting':<30}{'calls/prompt':>13}{'full':>7}{'$/prompt':>10}{'loss':>9}{'gating':>10}"]
     for r in rows:
         money = "-" if r.get("usd_per_prompt") is None else f"{r['usd_per_prompt']:.4f}"

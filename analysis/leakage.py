@@ -162,3 +162,60 @@ def pairs_text(dropped: Mapping[str, Mapping[str, Any]]) -> str:
         reasons = "; ".join(f"{n} {r}" for r, n in d.get("why", {}).items())
         parts.append(f"{task} {d['dropped']} of {d['pairs']}" + (f" ({reasons})" if reasons else ""))
     return ", ".join(parts)
+
+
+# --- one rule for every output: which judges are left out, and which is "best" ---------------------------
+
+GRADER_REASON = "shares the verifier's grader"
+
+
+def excluded_judges(study: Mapping[str, Any], stats: Mapping[str, Any], judges: Iterable[str],
+                    choice: str | None = None) -> dict[str, str]:
+    """``{judge: why it is left out}`` under the study's leakage policy (``choice``: the command line's
+    ``--grader-judges`` on top). Every output (console, report, predictor table, leaderboard, power,
+    trade-off, figures) asks this one function, so they all leave out the same judges."""
+    if not study_policy(study, choice).excludes_graders:
+        return {}
+    return {j: f"{GRADER_REASON} ({family})" for j, family in grader_judges(stats, judges).items()}
+
+
+def run_exclusions(run_dir: Path, judges: Iterable[str] | None = None, choice: str | None = None) -> dict[str, str]:
+    """:func:`excluded_judges` of a run folder (its ``config.yaml`` and ``stats.json``); ``judges``
+    defaults to every judge the study's stats name."""
+    from analysis.bon_metrics import read_config, read_json
+
+    study = read_config(run_dir).get("study") or {}
+    stats = read_json(RunFolder(Path(run_dir), existing=True).stats, "stats ") or {}
+    return excluded_judges(study, stats, judges if judges is not None else list(stats.get("judges") or {}), choice)
+
+
+def flagged(judge: str, excluded: Mapping[str, str]) -> str:
+    """The judge's name, with its leakage flag where it is left out: ``verifier-twin [left out: ...]``."""
+    return f"{judge} [left out: {excluded[judge]}]" if judge in excluded else judge
+
+
+def best_judge(values: Mapping[str, float], excluded: Mapping[str, str]) -> str | None:
+    """The judge with the highest value among those the leakage policy keeps (ties: the first named);
+    None when none is kept or none has a number. Every "best judge" of every output comes from here."""
+    kept = [(v, j) for j, v in values.items() if j not in excluded and v is not None and v == v]
+    return max(kept, key=lambda t: t[0])[1] if kept else None
+
+
+RANDOM_BASELINE = "random"  # the registry name of the judge that picks by a seeded coin
+
+
+def random_baselines(study: Mapping[str, Any]) -> set[str]:
+    """Labels of the study's judges that are the random baseline itself (never "worse than random")."""
+    out = set()
+    for j in study.get("judges") or []:
+        name, label = (j, j) if isinstance(j, str) else (j.get("name"), j.get("label") or j.get("name"))
+        if name == RANDOM_BASELINE:
+            out.add(str(label))
+    return out
+
+
+def worse_than_random(metrics: Any, study: Mapping[str, Any]) -> Any:
+    """The rows of a metrics table (``gain``, ``gain_lo``, ``gain_hi``) whose gain over a random pick is
+    negative with an interval that excludes 0, the random baseline itself left out (its gain is noise)."""
+    below = metrics[(metrics["gain_hi"] < 0) & ~metrics["judge"].isin(random_baselines(study))]
+    return below

@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bon_metrics import load_prompt_level, run_n
 from analysis.statistics import JudgeAxis, bc_interval, pearson, run_judge_axis, settings_from_prompts
 from bon.errors import BonError
@@ -143,18 +144,24 @@ def recommend(grid: pd.DataFrame, width: float) -> dict[str, Any] | None:
 def power_analysis(run_dir: Path, width: float = 0.5, task: str | None = None, generator: str | None = None,
                    prompts_grid: Sequence[int] = PROMPTS_GRID, judges_grid: Sequence[int] = JUDGES_GRID,
                    pairs: int | None = None, sims: int = 200, bootstrap: int = 200, seed: int = 0,
-                   prompts: pd.DataFrame | None = None, axis: JudgeAxis | None = None) -> dict[str, Any]:
-    """``bon power``: fit the pilot run, simulate the grid, recommend the smallest design for ``width``."""
+                   prompts: pd.DataFrame | None = None, axis: JudgeAxis | None = None,
+                   excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``bon power``: fit the pilot run, simulate the grid, recommend the smallest design for ``width``. The
+    pilot leaves out the judges the leakage policy does (``excluded``, default: the run's policy)."""
     n = run_n(run_dir)
     if n is not None and n < 2:
         raise BonError(f"{run_dir}: N = {n} candidate per prompt: every judge picks the same one, so the run cannot "
                        "serve as a pilot")
     prompts = load_prompt_level(run_dir) if prompts is None else prompts
+    if excluded is None:
+        excluded = leakage.run_exclusions(run_dir, list(dict.fromkeys(prompts["judge"])))
+    prompts = prompts[~prompts["judge"].isin(list(excluded))]
     axis = axis or run_judge_axis(run_dir, list(dict.fromkeys(prompts["judge"])))
     pilot = fit_pilot(prompts, axis, task, generator, seed)
     grid = power_grid(pilot["model"], prompts_grid, judges_grid, pairs, sims, bootstrap, seed=seed)
     return {"model": pilot["model"], "pilot_settings": pilot["settings"], "grid": grid, "width": width,
-            "recommendation": recommend(grid, width), "pairs": int(grid["pairs"].iloc[0]) if len(grid) else pairs}
+            "recommendation": recommend(grid, width), "pairs": int(grid["pairs"].iloc[0]) if len(grid) else pairs,
+            "left_out": dict(excluded)}
 
 
 def format_power(result: dict[str, Any]) -> str:
@@ -174,4 +181,6 @@ def format_power(result: dict[str, Any]) -> str:
         f"Smallest design: {rec['judges']} judges x {rec['prompts']} prompts (median width {rec['median_width']:.2f}, "
         f"interval excludes 0 in {rec['p_excludes_zero']:.0%} of simulated studies)." if rec else
         "No design in the grid reaches that width; add judges (widths shrink mostly with judges, not prompts)."))
+    if result.get("left_out"):
+        lines.append("pilot without (leakage): " + "; ".join(f"{k} ({why})" for k, why in result["left_out"].items()))
     return "\n".join(lines)

@@ -49,6 +49,7 @@ from analysis.statistics import PairOutcomes, bc_interval, pair_outcomes, pearso
 from bon.errors import BonError
 from bon.runfolder import RunFolder
 from bon.seeds import derive_seed
+from analysis.markdown import md_label
 
 PREDICTORS = {
     "overall": "accuracy, all pairs",
@@ -237,18 +238,23 @@ def flag_records(flags: Mapping[str, str], judges: Sequence[Mapping[str, Any]], 
 
 
 def records_for(tasks: Mapping[str, PairOutcomes], prompts: pd.DataFrame, flags: Mapping[str, str] | None = None,
-                bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
-    """Every record of this module for given preference pairs and Best-of-N picks."""
+                bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+                excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every record of this module for given preference pairs and Best-of-N picks; the correlations leave
+    out the judges the leakage policy does (``excluded``: judge -> why), as the headline does."""
     judges = judge_records(tasks)
     bon = bon_records(prompts)
-    table, paired = correlations(tasks, prompts, bootstrap, seed, level)
+    left_out = dict(excluded or {})
+    table, paired = correlations(tasks, prompts[~prompts["judge"].isin(list(left_out))], bootstrap, seed, level)
     return {"judges": judges, "best_of_n": bon, "correlations": table, "same_vs_overall": paired,
-            "shared_grader": flag_records(flags or {}, judges, bon), "bootstrap": bootstrap, "seed": seed, "level": level}
+            "shared_grader": flag_records(flags or {}, judges, bon), "bootstrap": bootstrap, "seed": seed, "level": level,
+            "left_out": left_out}
 
 
 def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any], study: Mapping[str, Any],
                    bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
-                   tasks: Mapping[str, PairOutcomes] | None = None, source: str = "the run's preference set") -> dict[str, Any] | None:
+                   tasks: Mapping[str, PairOutcomes] | None = None, source: str = "the run's preference set",
+                   excluded: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The report bundle's predictor records: on ``tasks`` (default: the run's own preference set), with the
     verifier's agreement with the annotators and the shared-grader flags that the study stored in
     ``stats.json``; None when the run has neither pairs nor those measurements. A judgment file that
@@ -260,7 +266,7 @@ def bundle_records(run_dir: Path, prompts: pd.DataFrame, stats: Mapping[str, Any
             tasks = run_task_pairs(run_dir, list(dict.fromkeys(prompts["judge"])))
         if not tasks and not agreement and not flags:
             return None
-        records = records_for(tasks, prompts, flags, bootstrap, seed, level)
+        records = records_for(tasks, prompts, flags, bootstrap, seed, level, excluded)
     except BonError as exc:
         return {"skipped": str(exc)}
     return {**records, "verifier_agreement": agreement, "verifier": verifier_label(study), "source": source}
@@ -283,6 +289,9 @@ def section_markdown(records: Mapping[str, Any]) -> str:
     lines.append("\n### Judges on the preference set (%)\n")
     lines.append(_table(records["judges"], ["judge", "task", *PREDICTORS, "pairs", "same_model_pairs"]))
     lines.append("\n### Predictor x task x generator: correlation with Best-of-N gain across judges\n")
+    if records.get("left_out"):
+        lines.append("Left out of these correlations, as of the headline (leakage): "
+                     + "; ".join(f"{j} ({why})" for j, why in records["left_out"].items()) + ".\n")
     lines.append(f"95% bias-corrected bootstrap intervals ({records['bootstrap']} replicates resampling judges, "
                  "prompts and pairs jointly; the same replicates for every predictor). Within a setting the gain, "
                  "the pick score and the recovery give the same correlation.\n")
@@ -310,7 +319,7 @@ def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> str:
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return "–" if not math.isfinite(v) else f"{v:+.2f}" if abs(v) <= 1.0 and v != 0 else f"{v:.1f}"
-    return "–" if v is None else str(v)
+    return "–" if v is None else md_label(v)
 
 
 def _iv(lo: Any, hi: Any) -> str:

@@ -9,15 +9,19 @@ functions in :data:`SECTIONS`, each ``bundle, folder -> markdown``: a new analys
 
 from __future__ import annotations
 
+import re
+
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from analysis import leakage
 from analysis.bundle import ReportBundle, pooled_text, inline
-from analysis.bon_metrics import task_order
+from analysis.markdown import md_label
+from analysis.bon_metrics import task_order, uninformed_judges
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.plots import TASK_TITLES, correlation_figure
 from analysis.predictors import figure_title, section_markdown
@@ -79,7 +83,16 @@ def empty_report(stats: Mapping[str, Any], reason: str) -> str:
 
 
 def render_markdown(b: ReportBundle, out: RunFolder) -> str:
-    return "\n".join(part for part in (section(b, out) for section in SECTIONS) if part)
+    """report.md; labels (judges, generators, config values) are the user's text, so no HTML or Markdown
+    link in one survives as markup: ``<`` and ``&`` become entities (report.md writes no HTML of its own),
+    links and images in labels are escaped (:func:`md_label`)."""
+    text = "\n".join(part for part in (section(b, out) for section in SECTIONS) if part)
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _no_links(text: str) -> str:
+    """Text that may hold code spans of its own (the leakage lines) but no link or image from a label."""
+    return " ".join(str(text).splitlines()).replace("](", "]\\(").replace("![", "!\\[")
 
 
 def _header(b: ReportBundle, out: RunFolder) -> str:
@@ -108,8 +121,8 @@ def _leakage_clause(b: ReportBundle) -> str:
     if not graders:
         return ""
     if b.excluded_judges:
-        return f", without {', '.join(graders)} (sharing the verifier's grader" + (f"; with them: {other}" if other else "") + ")"
-    return f", {', '.join(graders)} included although they share the verifier's grader" + (f" (without them: {other})" if other else "")
+        return f", without {', '.join(map(md_label, graders))} (sharing the verifier's grader" + (f"; with them: {other}" if other else "") + ")"
+    return f", {', '.join(map(md_label, graders))} included although they share the verifier's grader" + (f" (without them: {other})" if other else "")
 
 
 def _partial(stats: Mapping[str, Any], judges_with_picks: set[str], study: Mapping[str, Any] | None = None) -> str:
@@ -122,13 +135,14 @@ def _partial(stats: Mapping[str, Any], judges_with_picks: set[str], study: Mappi
     made = sum(int(s.get("calls_made", 0) or 0) for s in (stats.get("judges") or {}).values() if isinstance(s, Mapping))
     return (f"> **Partial study:** {stats['stopped']}. {len(planned) - len(pending)} of {len(planned)} judges have "
             f"Best-of-N picks ({made} judge calls made in the last invocation)"
-            + (f"; pending: {', '.join(pending)}" if pending else "") + ". Numbers below cover only what was done; "
+            + (f"; pending: {', '.join(map(md_label, pending))}" if pending else "") + ". Numbers below cover only what was done; "
             "rerun the same command to continue.\n")
 
 
 def _what_was_run(b: ReportBundle, out: RunFolder) -> str:
     st = b.stats
-    lines = ["## What was run\n"] + [f"- **{k}:** {v}" for k, v in b.what_was_run()]
+    ours = {k for k, _ in b.leakage_lines()}  # bon's own sentences (with code spans); the rest is the user's labels
+    lines = ["## What was run\n"] + [f"- **{k}:** {_no_links(v) if k in ours else md_label(v)}" for k, v in b.what_was_run()]
     if st.get("timings_s"):
         seconds = pd.to_numeric(list(st["timings_s"].values()), errors="coerce")
         table = pd.DataFrame({"stage": list(st["timings_s"]), "seconds": seconds})
@@ -136,7 +150,7 @@ def _what_was_run(b: ReportBundle, out: RunFolder) -> str:
     if st.get("judges"):
         lines.append("\nJudge calls (accuracy set and selection):\n\n" + _stats_table(st["judges"]))
     if b.versions:
-        lines.append(f"\nVersions: {inline(b.versions)}")
+        lines.append(f"\nVersions: {_no_links(inline(b.versions))}")
     return "\n".join(lines) + "\n"
 
 
@@ -256,7 +270,7 @@ def interpret(b: ReportBundle) -> list[str]:
     lines = [f"Of {len(settings)} task × generator settings, {len(defined)} have a defined correlation; "
              f"{int((defined['pearson_lo'] > 0).sum())} of these have a 95% interval for r above zero."]
     for row in settings.itertuples():
-        where = f"{TASK_TITLES.get(row.task, row.task)} / {row.generator}"
+        where = f"{TASK_TITLES.get(row.task, row.task)} / {md_label(row.generator)}"
         if not np.isfinite(row.pearson_r):
             lines.append(f"{where}: correlation undefined ({row.n_judges} judge(s); it needs at least 3 and some spread "
                          "in both numbers).")
@@ -270,13 +284,19 @@ def interpret(b: ReportBundle) -> list[str]:
         lines.append(sentence)
     if b.headroom is not None:
         for row in b.headroom[b.headroom["warning"] != ""].itertuples():
-            lines.append(f"{TASK_TITLES.get(row.task, row.task)} / {row.generator}: {row.warning}; its correlation "
+            lines.append(f"{TASK_TITLES.get(row.task, row.task)} / {md_label(row.generator)}: {row.warning}; its correlation "
                          "says little about the judges.")
-    below = b.metrics[b.metrics["gain"] < 0]
+    below = leakage.worse_than_random(b.metrics, b.study)
     if not below.empty:
-        lines.append("Judges that did worse than a random pick: " + ", ".join(
-            f"{j} ({TASK_TITLES.get(t, t)} / {g})" for t, g, j in below[["task", "generator", "judge"]].itertuples(index=False)) + ".")
-    lines.extend(_top_judge_agreement(b.metrics))
+        lines.append("Judges that did worse than a random pick (95% interval of the gain below 0): " + ", ".join(
+            f"{md_label(j)} ({TASK_TITLES.get(t, t)} / {md_label(g)})" for t, g, j in below[["task", "generator", "judge"]].itertuples(index=False)) + ".")
+    uninformed = uninformed_judges(b.prompts)
+    for (task, gen, judge, _), reason in uninformed.items():
+        lines.append(f"{md_label(judge)} ({TASK_TITLES.get(task, task)} / {md_label(gen)}): {reason}; it picked by chance and "
+                     "is never ranked best.")
+    informed = [tuple(k) not in uninformed for k in b.metrics[["task", "generator", "judge", "strategy"]].itertuples(index=False)]
+    kept = b.metrics[informed]
+    lines.extend(_top_judge_agreement(kept[~kept["judge"].isin(b.excluded_judges)], b.excluded_judges))
     missing = int(pd.to_numeric(b.metrics["missing_verdicts"], errors="coerce").fillna(0).sum())
     if missing:
         lines.append(f"{missing} judge calls during selection gave no usable verdict; they were not counted as votes "
@@ -286,8 +306,9 @@ def interpret(b: ReportBundle) -> list[str]:
     return lines
 
 
-def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
-    """Does the most accurate judge also give the best Best-of-N picks? A concrete, checkable reading."""
+def _top_judge_agreement(m: pd.DataFrame, left_out: Sequence[str] = ()) -> list[str]:
+    """Does the most accurate judge also give the best Best-of-N picks? A concrete, checkable reading,
+    among the judges the leakage policy keeps (``m`` without the ``left_out`` ones, named in the text)."""
     same, differ = [], []
     for (task, gen), sub in m.groupby(["task", "generator"], sort=False):
         sub = sub.dropna(subset=["mmrb2_accuracy", "bon_score"])
@@ -295,12 +316,14 @@ def _top_judge_agreement(m: pd.DataFrame) -> list[str]:
             continue
         top_acc = sub.loc[sub["mmrb2_accuracy"].idxmax(), "judge"]
         top_bon = sub.loc[sub["bon_score"].idxmax(), "judge"]
-        (same if top_acc == top_bon else differ).append(f"{TASK_TITLES.get(task, task)} / {gen}")
+        (same if top_acc == top_bon else differ).append(f"{TASK_TITLES.get(task, task)} / {md_label(gen)}")
     out = []
     if same:
         out.append(f"The most accurate judge also gave the best Best-of-N picks in: {', '.join(same)}.")
     if differ:
         out.append(f"It did not in: {', '.join(differ)}.")
+    if out and left_out:
+        out[-1] += f" (Judges left out by the leakage policy: {', '.join(left_out)}.)"
     return out
 
 
@@ -361,7 +384,11 @@ def _format(value: Any, fmt: str | Callable[[Any], str] | None) -> str:
 
 
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(value)
+    return md_label(text) if not _INTERVAL.fullmatch(text) else text
+
+
+_INTERVAL = re.compile(r"\[[-+0-9.,% −–]*\]")  # "[+0.12, +0.50]" of _intervals: numbers, not a label
 
 
 def fmt_p(v: Any) -> str:

@@ -102,3 +102,52 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
     write_text(corr_path, correlations.to_csv(index=False, float_format="%.6g"))
     return {"png": png, "svg": png.with_suffix(".svg"), "correlations": corr_path, "matched": matched,
             "left_out": left_out, "table": correlations}
+
+
+def runs_figure(runs: list[Path], out: Path | None = None, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """``bon figure --run A --run B ...``: the paper's figure (a panel per task) and its table from finished
+    runs, typically the four one-task paper studies. Each run brings its Best-of-N scores (``results.csv``)
+    and its judge axis (``accuracies.csv``, the axis its config names); the judges its leakage policy leaves
+    out are left out here too. Writes ``scores.csv`` and ``accuracies.csv`` (the runs stacked), the figure,
+    ``correlations.csv`` and ``table.md`` under ``out`` (default: ``paper_figure`` beside the first run)."""
+    from analysis import leakage
+    from bon.tasks import TASK_NAMES
+
+    if not runs:
+        raise BonError("--run: give the finished runs to combine (the four paper studies: t2i, edit, interleaved, reasoning)")
+    scores, accuracies, left_out = [], [], {}
+    for run in map(Path, runs):
+        folder = RunFolder(run, existing=True)
+        for needed in (folder.results, folder.accuracies):
+            if not needed.exists():
+                raise BonError(f"{needed}: missing; is {run} a finished study? (`bon run` or `bon report` writes it)")
+        table = pd.read_csv(folder.results)
+        excluded = leakage.run_exclusions(run, list(dict.fromkeys(table["judge"])))
+        left_out.update({f"{j} ({run.name})": why for j, why in excluded.items()})
+        scores.append(table[~table["judge"].isin(list(excluded))])
+        accuracies.append(pd.read_csv(folder.accuracies)[["judge", "task", "accuracy", "n_pairs"]])
+    folder = RunFolder(Path(out) if out else Path(runs[0]).resolve().parent / "paper_figure")
+    stacked = pd.concat(scores, ignore_index=True)
+    axis = pd.concat(accuracies, ignore_index=True).drop_duplicates(["judge", "task"])
+    scores_csv, acc_csv = folder.root / "scores.csv", folder.root / "accuracies.csv"
+    write_text(scores_csv, stacked.to_csv(index=False, float_format="%.6g"))
+    write_text(acc_csv, axis.to_csv(index=False, float_format="%.6g"))
+    result = scores_figure(scores_csv, acc_csv, folder.root, bootstrap=bootstrap, seed=seed)
+    table = result["table"]
+    order = {t: i for i, t in enumerate(TASK_NAMES)}
+    rows = table[table["scope"] == "setting"] if "scope" in table else table
+    rows = rows.assign(_o=[order.get(t, 9) for t in rows["task"]]).sort_values(["_o", "generator"])
+    lines = ["| task | generator | judges | Pearson r [95% CI] | Spearman ρ |", "|---|---|---:|---|---:|"]
+    for r in rows.itertuples():
+        lines.append(f"| {r.task} | {r.generator} | {r.n_judges} | {_signed(r.pearson_r)} [{_signed(r.pearson_lo)}, "
+                     f"{_signed(r.pearson_hi)}] | {_signed(r.spearman_rho)} |")
+    if left_out:
+        lines += ["", "Left out (leakage): " + "; ".join(f"{j}: {why}" for j, why in left_out.items())]
+    result["markdown"] = folder.root / "table.md"
+    write_text(result["markdown"], "\n".join(lines) + "\n")
+    result["tasks"] = sorted(set(stacked["task"]), key=lambda t: order.get(t, 9))
+    return result
+
+
+def _signed(value: Any) -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{value:+.2f}"

@@ -478,7 +478,7 @@ def _csv_axis(label: str, table: pd.DataFrame, source: str) -> JudgeAxis:
 def accuracy_axis(spec: str | Path | None, run_dir: Path | None = None, judges: Sequence[str] | None = None) -> JudgeAxis:
     """``"run"`` (the run's mmrb2/), ``"published"``, or a file: a CSV with judge, task, accuracy[, n_pairs]
     columns, or one ``bon mmrb2 accuracy --json`` output named ``JUDGE=FILE``."""
-    if spec in (None, "run"):
+    if spec in (None, "run", "preference"):
         if run_dir is None:
             raise BonError("accuracies from the run need a run folder")
         return run_judge_axis(run_dir, judges)

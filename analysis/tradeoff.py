@@ -20,28 +20,37 @@ count both judges (``cheap_calls_per_prompt`` is the cheap judge's share), and s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from analysis.bon_metrics import read_json
+from analysis.markdown import md_label
 from analysis.leaderboard import judge_costs
+from analysis import leakage
 from bon import registry
+from bon.content import Content
 from bon.errors import BonError
 from bon.mmrb2 import flips
 from bon.referee import Referee
 from bon.runfolder import write_json, write_text
 from bon.seeds import derive_seed
+from bon.progress import note
 from bon.selection import run_selection
-from bon.store import JudgmentStore
+from bon.store import JudgmentStore, Key, new_invocation_id
 
 DEFAULT_GATES = (1.0, 0.6, 0.2)  # on the 1-6 score's extremity: 6/1, 5/2 and up, every answer
 DEFAULT_MARGIN_GATES = (0.25, 0.1, 0.05, 0.02)  # on the judge's own margin, for judges that keep one
 REFERENCE = "knockout"
 FIGURE = Path("figures") / "tradeoff.png"  # inside the run folder
 RECORDS = "tradeoff.json"
+PROGRESS_EVERY_S = 5.0  # seconds between a judge's progress lines
 MARKDOWN = "tradeoff.md"
 
 
@@ -85,24 +94,40 @@ def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Seque
     ]
 
 
-def cascade_judges(study: Any, asked: Sequence[str] = ()) -> list[str]:
+def cascade_judges(study: Any, asked: Sequence[str] = (), excluded: Mapping[str, str] | None = None) -> list[str]:
     """The cheap judges of the cascade settings: those ``asked`` (one of the study's judge labels or a spec;
-    ``none``: no cascade), else the study's cheapest judge by money, then judge seconds, per call, among
-    those at least as accurate on the preference set as the median judge."""
+    ``none``: no cascade), else :func:`default_cascade` of the study's own records."""
     if asked:
-        if "none" in asked:
-            return []
-        chosen = list(asked)
-    else:
-        costs = judge_costs(read_json(study.run.stats))
-        plain = [j for j in study.cfg.judges if j.label in costs]
-        accuracy = _mean_accuracies(study.run.root)
-        if accuracy:  # a cheap judge worth trusting: at least as accurate on the preference set as the median judge
-            middle = float(np.median([accuracy.get(j.label, np.nan) for j in plain if j.label in accuracy]))
-            plain = [j for j in plain if accuracy.get(j.label, -math.inf) >= middle]
-        price = lambda j: tuple(v if v == v else math.inf for v in (costs[j.label]["usd_per_call"], costs[j.label]["seconds_per_call"]))  # noqa: E731
-        chosen = sorted(plain, key=price)[:1]
-    return [c if isinstance(c, str) else c.label for c in chosen]
+        return [] if "none" in asked else list(asked)
+    costs = judge_costs(study.stats())
+    labels = [j.label for j in study.cfg.judges]
+    if excluded is None:
+        excluded = leakage.run_exclusions(study.run.root, labels)
+    chosen = default_cascade({j: costs.get(j, {}).get("usd_per_call", math.nan) for j in labels},
+                             _mean_accuracies(study.run.root), excluded)
+    return [chosen] if chosen else []
+
+
+def default_cascade(usd_per_call: Mapping[str, float], accuracy: Mapping[str, float], excluded: Mapping[str, str]) -> str | None:
+    """The cheap judge a cascade starts from, from the study's own data only (so two copies of a study
+    choose the same one): among the judges the leakage policy keeps that are at least as accurate on the
+    preference set as their median, the cheapest by money per call (tokens at the judge's price, recorded
+    with each answer; unpriced counts as free), then the most accurate, then by label. Never a judge the
+    leakage policy leaves out, never one chosen by measured seconds (they differ from run to run)."""
+    kept = [j for j in usd_per_call if j not in excluded]
+    if accuracy:
+        known = [accuracy[j] for j in kept if j in accuracy and accuracy[j] == accuracy[j]]
+        middle = float(np.median(known)) if known else -math.inf
+        kept = [j for j in kept if accuracy.get(j, -math.inf) >= middle]
+    money = lambda j: usd_per_call[j] if usd_per_call[j] == usd_per_call[j] else 0.0  # noqa: E731
+    ranked = sorted(kept, key=lambda j: (money(j), -accuracy.get(j, -math.inf), j))
+    return ranked[0] if ranked else None
+
+
+def study_judge(study: Any, spec: str, options: Mapping[str, Any] | None = None) -> Any:
+    """A judge by the study's label, else by registry spec (an unknown one: a one-line error that lists the
+    study's labels and suggests the closest, from :meth:`bon.study.FinishedStudy.judge`)."""
+    return study.judge(spec, dict(options) if options else None)
 
 
 def _mean_accuracies(run_root: Path) -> dict[str, float]:
@@ -135,47 +160,194 @@ def with_options(settings: Sequence[Setting], options: Mapping[str, Any]) -> lis
 
 
 def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | None = None, bootstrap: int = 2000,
-             tolerance: float = 0.05) -> list[dict[str, Any]]:
-    """One record per (judge, setting) of a finished study (``bon.study.load_study``)."""
+             tolerance: float = 0.05, excluded: Mapping[str, str] | None = None, workers: int = 0) -> list[dict[str, Any]]:
+    """One record per (judge, setting) of a finished study (``bon.study.load_study``); ``excluded``
+    (judge -> why, :func:`analysis.leakage.excluded_judges`) flags the judges the leakage policy leaves out.
+    Judges are replayed in ``workers`` processes (0: one per CPU core); each sees the store as it was
+    before the command (:class:`ReplayStore`), so the records are the same however many there are."""
     settings = list(settings or default_settings())
     if not settings or settings[0].label != REFERENCE:
         raise BonError(f"trade-off: the first setting must be the reference {REFERENCE!r}")
-    groups = [(p, by_prompt[p.id]) for by_prompt in study.candidates.values() for p in study.prompts]
+    study.require_scores()  # the records are verifier scores: refuse before any judge call
+    groups = replay_groups(study)
     if not groups:
         raise BonError(f"{study.run.root}: no Best-of-N prompts in this study; nothing to trade off")
-    baseline = _baselines(study.scores, groups)
-    # money per selection-stage call, as the leaderboard prices the same judge's full protocol
-    costs = {name: c["usd_per_call"] for name, c in judge_costs(read_json(study.run.stats)).items()}
-    cheap = {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"}
-    store = JudgmentStore(study.run.store)
-    records: list[dict[str, Any]] = []
+    if excluded is None:
+        excluded = leakage.run_exclusions(study.run.root, [j.name for j in judges])
+    job = _Job(study, list(judges), settings, groups, _baselines(study.scores, groups),
+               # money per selection-stage call, as the leaderboard prices the same judge's full protocol
+               {name: c["usd_per_call"] for name, c in judge_costs(study.stats()).items()},
+               {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"},
+               bootstrap, tolerance, new_invocation_id())
+    processes = max(1, min(len(judges), workers or os.cpu_count() or 1))
+    note(f"tradeoff: {len(judges)} judges x {len(settings)} settings on {len(groups)} prompt groups"
+         + (f", {processes} processes" if processes > 1 else ""))
+    records = [r for mine in _replay_all(job, processes) for r in mine]
+    _add_cuts(records)
+    for r in records:
+        r["gating"], r["gating_reason"] = final_gating(r)
+        if r["judge"] in excluded:
+            r["left_out"] = excluded[r["judge"]]
+    return records
+
+
+@dataclass
+class _Job:
+    """What every judge's replay shares (handed to worker processes by fork)."""
+
+    study: Any
+    judges: list[Any]
+    settings: list[Setting]
+    groups: list[Any]
+    baseline: dict[str, Any]
+    costs: dict[str, float]
+    cheap: dict[str, Any]
+    bootstrap: int
+    tolerance: float
+    invocation: str  # every process's store writes as this one command
+
+
+_JOB: _Job | None = None  # the job of the worker processes (set before they fork)
+
+
+def _replay_all(job: _Job, processes: int) -> list[list[dict[str, Any]]]:
+    """Each judge's records, in the judges' order, from ``processes`` worker processes (or this one)."""
+    global _JOB
+    if processes == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_replay_judge(i, job) for i in range(len(job.judges))]
+    from concurrent.futures import ProcessPoolExecutor
+
+    _JOB = job
     try:
-        for judge in judges:
-            reference, matches, safety = None, [], {}
-            for setting in settings:
-                if setting.confidence == "margin" and not _has_margins(matches):
-                    continue  # this judge keeps no margin: the setting would repeat the score-gated ones
-                if setting.family == "cascade" and cheap[setting.options["cascade"]].identity() == judge.identity():
-                    continue  # a judge is no cheaper than itself
-                referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
-                referee.judges.update(cheap)  # a cascade's cheap judge as the study configures it (label, options)
-                strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
-                picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
-                picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
-                if reference is None:
-                    reference, matches = picked, [m for p in picks for m in p.matches]
-                if setting.gate is not None and setting.confidence not in safety:
-                    safety[setting.confidence] = flips.gate_safety(
-                        [r for m in matches if (r := flips.from_match(m, judge, setting.confidence))], tolerance)
-                calls = sum(p.calls for p in picks) / len(groups)
-                record = _record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
-                                 safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label))
-                record.update(_adaptive(setting, picks, groups, referee, matches, store, costs, tolerance))
-                records.append(record)
+        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_replay_judge, range(len(job.judges))))
+    finally:
+        _JOB = None
+
+
+def _replay_judge(index: int, job: _Job | None = None) -> list[dict[str, Any]]:
+    """One judge's records through its own connection to the store (a worker's, or this process's)."""
+    job = job or _JOB
+    assert job is not None
+    judge, started = job.judges[index], time.perf_counter()
+    store = JudgmentStore(job.study.run.store, invocation=job.invocation, command="bon tradeoff")
+    try:
+        records = _judge_records(job, judge, ReplayStore(store, {}))
     finally:
         store.close()
-    _add_cuts(records)
+    note(f"tradeoff: {judge.name} ({index + 1}/{len(job.judges)}): {len(records)} settings in "
+         f"{time.perf_counter() - started:.1f} s")
     return records
+
+
+def _judge_records(job: _Job, judge: Any, store: "ReplayStore") -> list[dict[str, Any]]:
+    """Every setting of one judge, replayed on the study's prompts through the store."""
+    study, settings, groups, cheap, costs = job.study, job.settings, job.groups, job.cheap, job.costs
+    baseline, bootstrap, tolerance = job.baseline, job.bootstrap, job.tolerance
+    reference, matches, safety, records = None, [], {}, []
+    started = last = time.perf_counter()
+    for done, setting in enumerate(settings):
+        if time.perf_counter() - last >= PROGRESS_EVERY_S:  # a heavy judge is never silent for long
+            last = time.perf_counter()
+            note(f"tradeoff: {judge.name}: {done}/{len(settings)} settings ({last - started:.0f} s), now {setting.label}")
+        if setting.confidence == "margin" and not _has_margins(matches):
+            continue  # this judge keeps no margin: the setting would repeat the score-gated ones
+        if setting.family == "cascade" and cheap[setting.options["cascade"]].identity() == judge.identity():
+            continue  # a judge is no cheaper than itself
+        referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
+        referee.judges.update(cheap)  # a cascade's cheap judge as the study configures it (label, options)
+        strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
+        picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
+        picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
+        if reference is None:
+            reference, matches = picked, [m for p in picks for m in p.matches]
+        if setting.gate is not None and setting.confidence not in safety:
+            safety[setting.confidence] = flips.gate_safety(
+                [r for m in matches if (r := flips.from_match(m, judge, setting.confidence))], tolerance)
+        calls = sum(p.calls for p in picks) / len(groups)
+        record = _record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
+                         safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label))
+        record.update(_adaptive(setting, picks, groups, referee, matches, store, costs, tolerance))
+        record.update(decided_by(record, judge.name))
+        records.append(record)
+    return records
+
+
+def decided_by(record: Mapping[str, Any], judge: str) -> dict[str, Any]:
+    """Who decided a setting's matches, and the row's label from it: a cascade whose cheap judge settled
+    every match never asked ``judge``, so its row is the cheap judge's (``judge``: the cheap one,
+    ``asked_for``: the judge it stood in for), never another judge's result under ``judge``'s name."""
+    gate = record.get("gate_report") or {}
+    if record["family"] != "cascade" or not gate.get("matches"):
+        return {"decided_by": {judge: 1.0}}
+    cheap, share = gate["cascade"], gate["settled"] / gate["matches"]
+    shares = {cheap: share, judge: 1.0 - share}
+    if share < 1.0:
+        return {"decided_by": shares}
+    return {"decided_by": {cheap: 1.0}, "judge": cheap, "asked_for": judge,
+            "setting": f"{record['setting']} for {judge} ({judge} never asked)"}
+
+
+def final_gating(record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A setting's ``gating`` and why: ``safe`` only where both the flip analysis and the loss interval
+    allow it. A loss interval that excludes 0 on the loss side is a measured loss: ``unsafe``."""
+    verdict = record.get("gating")
+    if verdict is None:
+        return None, None
+    lo, hi = record.get("loss_lo"), record.get("loss_hi")
+    if lo is not None and lo > 0:
+        return "unsafe", f"measured loss: 95% interval [{lo:+.4f}, {hi:+.4f}] excludes 0"
+    if verdict == "unsafe":
+        return verdict, "the reverse order overturned confident verdicts (flip analysis or audit)"
+    return verdict, {"safe": "flip analysis within tolerance and no measured loss",
+                     "unproven": "too few confident verdicts to tell", "unknown": "no confident verdicts"}.get(verdict)
+
+
+class _Hashed(Content):
+    """Content whose hash is computed once: a replay asks it of the same prompts and candidates ~10^6 times."""
+
+    @cached_property
+    def digest(self) -> str:  # type: ignore[override]
+        return Content.digest.fget(self)  # type: ignore[attr-defined]
+
+
+def replay_groups(study: Any) -> list[tuple[Any, list[Any]]]:
+    """(prompt, candidates) of every Best-of-N prompt of every generator, their content hashed once."""
+    prompts = [replace(p, content=_Hashed(p.content.items)) for p in study.prompts]
+    return [(p, [replace(c, content=_Hashed(c.content.items)) for c in by_prompt[p.id]])
+            for by_prompt in study.candidates.values() for p in prompts]
+
+
+class ReplayStore:
+    """The study's judgment store as a replay reads it: each judge's answers that earlier commands bought,
+    read once into memory (``snapshots``, shared by every judge of the command), and what this judge's
+    replay buys on top (written through to the store). Every judge sees the same snapshot, so its records
+    do not depend on which judges were replayed before it."""
+
+    def __init__(self, store: JudgmentStore, snapshots: dict[str, dict[Key, Any]]):
+        self.store, self.snapshots, self.bought = store, snapshots, {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def _known(self, jid: str) -> dict[Key, Any]:
+        if jid not in self.snapshots:
+            self.snapshots[jid] = self.store.answers_before(jid, self.store.invocation)
+        return self.snapshots[jid]
+
+    def get_many(self, jid: str, keys: Sequence[Key], retry_missing: bool = False) -> dict[Key, Any]:
+        known, bought = self._known(jid), self.bought.get(jid, {})
+        return {k: bought[k] if k in bought else known[k] for k in keys if k in bought or k in known}
+
+    def put_many(self, jid: str, items: Any, stage: str = "", seconds_each: float = 0.0) -> None:
+        items = list(items)
+        self.store.put_many(jid, items, stage=stage, seconds_each=seconds_each)
+        self.bought.setdefault(jid, {}).update((k, v) for k, v in items if not v.transient)
+
+    def answered(self, jid: str, stage: str | None = None, limit: int = 200_000) -> dict[Key, Any]:
+        """As the store's, less what this command bought (a gate calibrates on the study's answers only)."""
+        known = self._known(jid)
+        return {k: v for k, v in self.store.answered(jid, stage, limit).items() if k in known}
 
 
 def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, reference: np.ndarray, baseline: dict,
@@ -193,7 +365,7 @@ def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, refe
         "loss": _nanmean(reference - picked), "loss_lo": lo, "loss_hi": hi,
         "picks_changed": int(np.sum(~np.isclose(picked, reference, equal_nan=True))),
         "calls_made": referee.stats.calls_made, "calls_cached": referee.stats.calls_cached,
-        "calls_saved": referee.stats.calls_saved,
+        "calls_saved": referee.stats.calls_saved, "calls_pending": referee.stats.transient,
         "gating": flips.verdict_on_gating(safety[setting.confidence], setting.gate) if setting.gate is not None else None,
         **({"gate_safety": safety[setting.confidence]} if setting.gate is not None else {}),
     }
@@ -267,10 +439,14 @@ def _has_margins(matches: Sequence[Any]) -> bool:
 
 
 def _add_cuts(records: list[dict[str, Any]]) -> None:
+    """Each setting's cut in calls against its judge's full protocol, and ``costs_more``: the settings
+    that cost more calls per prompt than that knockout (a cascade whose cheap judge settles nothing pays
+    both judges)."""
     full = {r["judge"]: r["calls_per_prompt"] for r in records if r["setting"] == REFERENCE}
     for r in records:
-        ref = full.get(r["judge"])
+        ref = full.get(r.get("asked_for", r["judge"]))
         r["calls_cut"] = 1.0 - r["calls_per_prompt"] / ref if ref else None
+        r["costs_more"] = bool(ref) and r["calls_per_prompt"] > ref + 1e-9
         r["loss_ci_includes_0"] = r["loss_lo"] is not None and r["loss_lo"] <= 0.0 <= r["loss_hi"]
 
 
@@ -293,13 +469,14 @@ def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound
     protocol's Best-of-N score: by the upper end of its 95% loss interval (``bound="upper"``, the
     default: a loss that could be larger does not qualify) or by the point estimate (``"point"``).
     Gates the flip analysis calls unsafe are left out unless ``allow_unsafe`` (a small measured loss
-    on these prompts does not make a gate that overturns outcomes safe on the next ones). The full
-    protocol itself qualifies when nothing cheaper does."""
+    on these prompts does not make a gate that overturns outcomes safe on the next ones), and so are the
+    gates it cannot vouch for (unproven, unknown: :func:`qualifies`). The full protocol itself qualifies
+    when nothing cheaper does."""
     key = "loss_hi" if bound == "upper" else "loss"
     best: dict[str, dict[str, Any]] = {}
     for r in records:
         value = r.get(key)
-        if value is None or not math.isfinite(value) or value > max_loss or (r.get("gating") == "unsafe" and not allow_unsafe):
+        if value is None or not math.isfinite(value) or value > max_loss or (not qualifies(r) and not allow_unsafe):
             continue
         cur = best.get(r["judge"])
         if cur is None or r["calls_per_prompt"] < cur["calls_per_prompt"] - 1e-9:
@@ -308,11 +485,30 @@ def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound
     return best
 
 
+def qualifies(record: Mapping[str, Any]) -> bool:
+    """Whether a setting may be recommended: no gate (nothing to vouch for), or a gate called ``safe``."""
+    return record.get("gating") in (None, "safe")
+
+
+def flags(record: Mapping[str, Any]) -> str:
+    """What a row's reader must know besides its numbers, in one cell: its gating verdict, ``costs more than
+    knockout``, whose matches they were, and the leakage flag of a judge the policy leaves out."""
+    parts = [record.get("gating") or ""]
+    if (record.get("gating_reason") or "").startswith("measured loss"):
+        parts[0] += " (measured loss)"
+    if record.get("costs_more"):
+        parts.append("costs more than knockout")
+    if record.get("left_out"):
+        parts.append(f"left out: {record['left_out']}")
+    return "; ".join(p for p in parts if p)
+
+
 def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path | None = None,
                    json_out: Path | None = None, max_loss: float | None = None) -> dict[str, Path]:
     """``tradeoff.json`` (records, cheapest settings) and ``figures/tradeoff.png`` in the run folder (or ``out_dir``)."""
     folder = Path(out_dir) if out_dir else Path(run_root)
-    payload = {"records": records, "reference": REFERENCE}  # write_json makes it strict JSON
+    payload = {"records": records, "reference": REFERENCE,  # write_json makes it strict JSON
+               "left_out": {r["judge"]: r["left_out"] for r in records if r.get("left_out")}}
     if max_loss is not None:
         payload["cheapest_within"] = {"max_loss": max_loss, "judges": cheapest_within(records, max_loss)}
     paths = {"json": folder / RECORDS, "figure": folder / FIGURE, "markdown": folder / MARKDOWN}
@@ -407,28 +603,28 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
     the reverse-flip analysis calls unsafe (a judge whose confident answers the reverse order overturns)."""
     lines = ["## Cost against quality", "",
              f"![trade-off]({figure})", "",
-             "| judge | setting | calls/prompt | calls cut | Best-of-N | recovery | loss vs full [95% CI] | gating |",
+             "| judge | setting | calls/prompt | calls cut | Best-of-N | recovery | loss vs full [95% CI] | gating and flags |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for r in records:
         cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
-        lines.append(f"| {r['judge']} | {r['setting']} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
-                     f"{_num(r.get('recovery'), '.3f')} | {loss} | {r.get('gating') or ''} |")
+        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+                     f"{_num(r.get('recovery'), '.3f')} | {loss} | {md_label(flags(r))} |")
     noted = [r for r in records if r.get("note")]
     if noted:
         lines += ["", "**Calibrated gates, cascades and the uncertainty strategy** (what each did for the judge):"]
-        lines += [f"- {r['judge']}: {r['setting']}: {r['note']}" for r in noted]
+        lines += [f"- {md_label(r['judge'])}: {md_label(r['setting'])}: {r['note']}" for r in noted]
     unsafe = [r for r in records if r.get("gating") == "unsafe"]
     if unsafe:
         lines += ["", "**Gating unsafe** (the reverse order overturned confident forward verdicts in the full protocol's matches, "
-                  "or a calibrated gate's audit did):"]
-        lines += [f"- {r['judge']}: {r['setting']}" for r in unsafe]
+                  "a calibrated gate's audit did, or the loss interval excludes 0):"]
+        lines += [f"- {md_label(r['judge'])}: {md_label(r['setting'])}: {r.get('gating_reason') or 'flip analysis'}" for r in unsafe]
     if max_loss is not None:
         lines += ["", f"Cheapest setting whose Best-of-N loss against the full protocol stays within {max_loss:g} "
-                      "(upper end of its 95% interval; unsafe gates left out):"]
+                      "(upper end of its 95% interval; only gates called safe):"]
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
-            lines.append(f"- {judge}: {best['setting']} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
     return "\n".join(lines) + "\n"
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import quote
 
 from analysis.bon_metrics import load_picks, load_scores
@@ -204,14 +204,14 @@ def _candidates(run: RunFolder, generators: Iterable[str]) -> dict[tuple[str, st
 
 def _stored_verdicts(run: RunFolder, picks: list[Mapping[str, Any]], prompts: Mapping[str, Any],
                      candidates: Mapping[tuple[str, str], Mapping[int, Any]]) -> dict[tuple, dict[str, Any]]:
-    """``{(judge, prompt, a, b hashes): verdict}`` for both orders of every match (first sample)."""
+    """``{(judge, prompt, a, b hashes): verdict}`` for both orders of every match (first sample). The store is
+    opened read-only (a read-only run folder can be viewed elsewhere)."""
     if not run.store.exists():
         return {}
-    identities = (_read_stats(run).get("identities") or {}).get("judges") or {}
     wanted: dict[str, set[tuple[str, str, str, int]]] = {}
     for pick in picks:
         prompt, cands = prompts.get(pick["prompt_id"]), candidates.get((pick["generator"], pick["prompt_id"]), {})
-        if prompt is None or pick["judge"] not in identities:
+        if prompt is None:
             continue
         for match in pick["matches"]:
             x, y = (cands.get(int(i)) for i in match[:2])
@@ -220,10 +220,10 @@ def _stored_verdicts(run: RunFolder, picks: list[Mapping[str, Any]], prompts: Ma
                 keys.add((prompt.content.digest, x.content.digest, y.content.digest, 0))
                 keys.add((prompt.content.digest, y.content.digest, x.content.digest, 0))
     out: dict[tuple, dict[str, Any]] = {}
-    store = JudgmentStore(run.store)
+    store, judge_ids = JudgmentStore(run.store, read_only=True), _JudgeIds(run)
     try:
         for judge, keys in wanted.items():
-            for (p, a, b, _), v in store.get_many(judge_id(identities[judge]), sorted(keys)).items():
+            for (p, a, b, _), v in _judge_answers(store, judge_ids(judge), sorted(keys)).items():
                 meta = dict(v.meta)
                 if v.missing:
                     meta["missing"] = v.missing
@@ -233,10 +233,40 @@ def _stored_verdicts(run: RunFolder, picks: list[Mapping[str, Any]], prompts: Ma
     return out
 
 
+def _judge_answers(store: JudgmentStore, ids: Iterable[str], keys: list[tuple]) -> dict[tuple, Any]:
+    """The answers under the first of the judge's candidate ids that holds any."""
+    for jid in ids:
+        found = store.get_many(jid, keys)
+        if found:
+            return found
+    return {}
+
+
+class _JudgeIds:
+    """A judge label's store ids: from stats.json's recorded identity, then (only when that finds nothing) from
+    its identity built from config.yaml: stats.json missing or edited must not hide the stored verdicts."""
+
+    def __init__(self, run: RunFolder):
+        self.run, self.recorded, self.built = run, (_read_stats(run).get("identities") or {}).get("judges") or {}, None
+
+    def __call__(self, judge: str) -> Iterator[str]:
+        if isinstance(self.recorded.get(judge), dict):
+            yield judge_id(self.recorded[judge])
+        if self.built is None:
+            from bon.recorded import config_identities, read_study_config
+
+            try:
+                self.built = config_identities(read_study_config(self.run))
+            except BonError:  # no readable config: the recorded identities are all there is
+                self.built = {}
+        if judge in self.built:
+            yield judge_id(self.built[judge])
+
+
 def _read_stats(run: RunFolder) -> dict[str, Any]:
     try:
         data = json.loads(run.stats.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -31,7 +31,7 @@ from _common import parser
 os.environ.setdefault("BON_QUIET", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from fuzz_cases import OUTCOMES, READERS, make_fixtures, run_case, warm_up  # noqa: E402
+from fuzz_cases import OUTCOMES, READERS, make_fixtures, run_case, study_extras, warm_up  # noqa: E402
 
 READER_ORDER = list(READERS)
 
@@ -46,7 +46,7 @@ def case_for(index: int, seed: int, readers: list[str], folder: Path, fixtures):
 
 def worker(indices: list[int], args, fixtures, root: Path, results: Path) -> None:
     """One of ``--jobs`` forked workers: plays its share of the cases, one JSON line each."""
-    readers = [args.reader] if args.reader else READER_ORDER
+    readers = args.reader.split(",") if args.reader else READER_ORDER
     with results.open("a", encoding="utf-8") as fh:
         for i in indices:
             folder = root / f"case-{i}"
@@ -146,18 +146,21 @@ def tables_by_mutation(rows: list[dict]) -> list[str]:
 
 def main() -> None:
     ap = parser(__doc__, cases=(200, "Number of generated cases."), seed=(0, "Seed of the case generators."),
-                jobs=(2, "Cases run at once (forked workers)."), reader=("", f"Only this reader ({', '.join(READERS)})."),
+                jobs=(2, "Cases run at once (forked workers)."),
+                reader=("", f"Only these readers, comma-separated ({', '.join(READERS)})."),
                 show=(3, "Failures shown per kind."))
     ap.add_argument("--spawn", action="store_true", help="Fresh `python -m bon.cli` processes instead of forked children.")
     ap.add_argument("--keep", action="store_true", help="Keep every case folder, not only the failing ones.")
     ap.add_argument("--replay", type=int, default=None, metavar="I", help="Run only case I (of the same --seed and --reader).")
     args = ap.parse_args()
-    if args.reader and args.reader not in READERS:
-        ap.error(f"--reader: one of {', '.join(READERS)}")
+    if args.reader and not set(args.reader.split(",")) <= set(READERS):
+        ap.error(f"--reader: one or more (comma-separated) of {', '.join(READERS)}")
     started = time.monotonic()
     warm_up()
     root = Path(tempfile.mkdtemp(prefix="bon-fuzz-"))
     fixtures = make_fixtures(root / "fixture")
+    if not args.reader or {"merge", "view", "tradeoff"} & set(args.reader.split(",")):
+        study_extras(fixtures)  # shards, view and trade-off answers: made once, before the workers fork
     rows = play(args, fixtures, root)
     print("\n".join(table(rows) + tables_by_mutation(rows)))
     kinds = Counter(r["kind"] for r in rows)

@@ -30,6 +30,7 @@ class PluginSpec:
     options: dict[str, Any] = field(default_factory=dict)
     memory_gb: float | None = None  # declared accelerator memory of its models, for `bon run --dry-run`
     serve: dict[str, Any] | None = None  # a judge whose servers bon starts (bon.serve.parse_serve)
+    seconds_per_item: float | None = None  # accelerator seconds per image, score or call, for `--dry-run`'s GPU-hours
 
     def create(self, kind: str, where: str | None = None) -> Any:
         if self.serve is not None:
@@ -37,8 +38,8 @@ class PluginSpec:
 
             try:
                 return ServedJudge(self)
-            except BonError as exc:
-                raise BonError(f"{where}: {exc}" if where else str(exc)) from None
+            except BonError as exc:  # the same kind (a Stopped stays a Stopped), prefixed
+                raise type(exc)(f"{where}: {exc}" if where else str(exc)) from None
         return registry.create_from(kind, self.name, self._options(kind), where)
 
     def check(self, kind: str, where: str) -> None:
@@ -92,14 +93,18 @@ class StudyConfig:
     # what a failed verifier score becomes in the Best-of-N metrics: official (the benchmark's own rule), zero or
     # missing (analysis.bon_metrics.apply_on_failure); like leakage, it changes only the report, never the run
     on_failure: str = "official"
+    # the report's judge axis: the run's own preference set, the MMRB2 paper's table, or a CSV FILE (judge,
+    # task, accuracy[, n_pairs]); like leakage, it changes only the report
+    accuracies: str = "preference"
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
         del d["source"]
         for entry in [*d["generators"], *d["judges"], d["verifier"], d["strategy"]]:
-            if entry.get("serve") is None:  # recorded only where set: older run folders' configs still match
-                entry.pop("serve", None)
+            for key in ("serve", "seconds_per_item"):
+                if entry.get(key) is None:  # recorded only where set: older run folders' configs still match
+                    entry.pop(key, None)
         return d
 
 
@@ -236,7 +241,24 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     cfg.on_failure = raw.get("on_failure", "official")
     if cfg.on_failure not in ("official", "zero", "missing"):
         raise BonError(f"{where}: on_failure must be official, zero or missing, got {cfg.on_failure!r:.60}")
+    cfg.accuracies = _accuracies(raw.get("accuracies", "preference"), where)
     return cfg
+
+
+ACCURACY_SOURCES = ("preference", "published")
+
+
+def _accuracies(raw: Any, where: str) -> str:
+    """``accuracies: preference | published | FILE``: a CSV file is kept as an absolute path, so the
+    recorded config still finds it when ``bon report`` runs from another folder."""
+    if raw in ACCURACY_SOURCES:
+        return str(raw)
+    if not isinstance(raw, str) or not raw.endswith(".csv"):
+        raise BonError(f"{where}: accuracies must be preference, published or a CSV file (judge, task, accuracy), got {raw!r}")
+    path = Path(raw).expanduser().resolve()
+    if not path.is_file():
+        raise BonError(f"{where}: accuracies: {raw} is not a file")
+    return str(path)
 
 
 def _devices(raw: Any, where: str) -> dict[str, Any]:
@@ -293,7 +315,7 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
         raise BonError(f"{here}: expected a name or a mapping with 'name'")
-    known = ("name", "label", "options", "memory_gb") + (("serve",) if kind == "judge" else ())
+    known = ("name", "label", "options", "memory_gb", "seconds_per_item") + (("serve",) if kind == "judge" else ())
     bad = sorted(set(entry) - set(known))
     if bad:
         raise BonError(f"{here}: unknown key(s) {', '.join(bad)} (known: {', '.join(known)})")
@@ -303,9 +325,13 @@ def _spec(entry: Any, kind: str, here: str) -> PluginSpec:
     memory = entry.get("memory_gb")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0):
         raise BonError(f"{here}: memory_gb must be a number of GB, got {memory!r}")
+    seconds = entry.get("seconds_per_item")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise BonError(f"{here}: seconds_per_item must be a number of seconds, got {seconds!r}")
     name = str(entry["name"])
     remember_options(options, here)  # before any check that could quote a value
-    spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory)
+    spec = PluginSpec(name, str(entry.get("label", name)), dict(options), memory,
+                      seconds_per_item=None if seconds is None else float(seconds))
     spec.check(kind, here)
     if entry.get("serve") is not None:
         _serve(spec, entry["serve"], here)

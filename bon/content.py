@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Union
 from PIL import Image
 
 from bon.errors import BonError
+from bon.io import atomic_write
 
 from bon.tasks import TASK_NAMES as TASKS  # re-exported: the one task list lives in bon/tasks.py
 
@@ -308,6 +309,13 @@ def append_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(data)
         fh.flush()
+
+
+def reorder_jsonl(path: Path, rank: Callable[[dict[str, Any]], Any]) -> None:
+    """Rewrite a JSONL file bon appends to with its records sorted (stably) by ``rank``, atomically:
+    results that came back out of order end in the order an in-order run writes."""
+    records = [rec for _, rec in read_jsonl(path)]
+    atomic_write(path, jsonl_text(sorted(records, key=rank)))
 
 
 def drop_torn_tail(path: Path) -> None:

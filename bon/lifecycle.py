@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 from bon.backends.device import free_memory
 from bon.config import PluginSpec
-from bon.errors import BonError, first_line
+from bon.errors import BonError, Stopped, first_line
 from bon.redact import check_env_name
 
 
@@ -103,6 +103,8 @@ class LazyPlugin:
         if self._plugin is None:
             try:
                 self._plugin = create(self.spec, self.kind)
+            except Stopped:
+                raise  # transient (an API endpoint that is not up yet): exit 3, not a load failure
             except Exception as exc:  # noqa: BLE001 - out of memory, a broken model folder
                 raise load_failed(self.kind, self.spec.label, exc) from None
             self._identity = self._plugin.identity()
@@ -176,6 +178,8 @@ def check_values(cfg: Any) -> None:
     for kind, spec, here in entries:
         try:
             plugin = spec.create(kind, here)
+        except Stopped:
+            raise  # transient (an API endpoint that is not up yet): exit 3, not a bad config
         except Exception as exc:  # noqa: BLE001 - out of memory, a broken model folder
             raise load_failed(kind, spec.label, exc, here) from None
         release(plugin)

@@ -7,13 +7,19 @@ shard; rows are keyed by content, so the union is exactly the unsharded store), 
 (pairs in suite order, with their images) and each judge's MMRB2 judgment files, picks (judge,
 generator, suite order). Accuracies and results are then recomputed from the merged files and the
 analysis runs once over all prompts. No judge, generator or verifier is called.
+
+Nothing is written before every shard has been read and checked (``bon.shards``: each a complete,
+finished slice of the same study made by the same plugins, no prompt or pair in two shards); a refusal
+is one line naming the shard's file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +27,49 @@ from bon.config import StudyConfig, parse_config
 from bon.content import append_jsonl, read_jsonl
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
-from bon.shards import parse_shard
-from bon.store import JudgmentStore
-from bon.study import analyse, record_config, recorded_study, shared_grader_flags, task_accuracy
+from bon.runlock import writer_lock
+from bon.shards import (ShardView, check_candidates, check_disjoint, check_picks, check_preference_set, check_same_makers,
+                        check_scores, check_slice, check_store, parse_shard, read_stats_object)
+from bon.store import JudgmentStore, connect_read_only
+from bon.recorded import recorded_study
+from bon.study import FROZEN_KEYS, analyse, record_config, shared_grader_flags, task_accuracy
 
 # Settings that may differ between shards of one study (where they ran, how far, with what).
 PER_SHARD_KEYS = ("out", "shard", "max_calls", "retry_missing", "executor")
 
 
 def merge_runs(dirs: list[Path], out: Path):
-    """Merge shard folders into ``out`` and analyse it; returns the :class:`bon.study.StudyOutcome`."""
+    """Merge shard folders into ``out`` and analyse it; returns the :class:`bon.study.StudyOutcome`.
+
+    Every shard is read and checked completely first (:func:`check_shards`); the merged folder is then
+    built in a temporary folder beside ``out`` and renamed into place at the end, so a failed merge
+    leaves nothing half-written. The shards are only read (a read-only shard merges too)."""
+    out = Path(out)
+    if any(out.resolve() == Path(d).resolve() for d in dirs):
+        raise BonError(f"{out}: the merged folder must not be one of the shard folders")
     shards = _read_shards(dirs)
     cfg = _merged_config(shards, out)
-    if any(Path(out).resolve() == Path(d).resolve() for d in dirs):
-        raise BonError(f"{out}: the merged folder must not be one of the shard folders")
-    run = RunFolder(Path(out))
+    check_shards(shards, cfg)
+    _check_target(out, cfg)
+    building = out.parent / f".{out.name}.merging-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    try:  # an earlier merge being replaced is a run folder: its writer lock is held while it is replaced
+        with writer_lock(out, "bon merge") if out.is_dir() else nullcontext():
+            order, pair_counts = _merge_into(RunFolder(building), dirs, cfg)
+            _replace(building, out)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    try:  # analysed where it lies, so the report names the merged folder
+        return _analyse_merged(RunFolder(out, existing=True), cfg, shards, order, pair_counts)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # a merge is whole or absent
+        raise
+
+
+def _merge_into(run: RunFolder, dirs: list[Path], cfg: StudyConfig) -> tuple[dict[str, int], dict[str, int]]:
+    """The merged data files in ``run``; returns the suite order and the pairs per task."""
     record_config(run, cfg)
-    folders = [RunFolder(Path(d)) for d in dirs]
+    folders = [RunFolder(Path(d), existing=True) for d in dirs]
     order = _merge_prompts(folders, run)
     labels = [g.label for g in cfg.generators]
     for label in labels:
@@ -51,7 +83,63 @@ def merge_runs(dirs: list[Path], out: Path):
                      sort=lambda r: (_rank(labels, r["generator"]), order[r["prompt_id"]], int(r["index"])))
     _merge_stores([f.store for f in folders], run.store)
     pair_counts = _merge_preference_set(folders, run, order, [j.label for j in cfg.judges])
-    return _analyse_merged(run, cfg, shards, order, pair_counts)
+    return order, pair_counts
+
+
+def check_shards(shards: list[dict[str, Any]], cfg: StudyConfig) -> None:
+    """Everything the merge reads, checked before anything is written: each shard's files complete and
+    of its own slice of the suite, its store readable and holding what it paid for, the same plugins
+    in every shard, no prompt or pair in two shards. One line naming the shard's file otherwise."""
+    from bon.content import load_prompts
+
+    judges, generators = [j.label for j in cfg.judges], [g.label for g in cfg.generators]
+    views = []
+    for s in shards:
+        folder = RunFolder(s["dir"], existing=True)
+        view = ShardView(s["dir"], s["study"], s["stats"], s["shard"])
+        if views:
+            check_same_makers(views[0], view)
+        prompts = load_prompts(folder.prompts) if folder.prompts.exists() else []
+        if not prompts:
+            raise BonError(f"{folder.prompts}: missing or empty (shard {s['dir']})")
+        suite = {p.id for p in prompts}
+        check_slice(view, prompts)
+        for gen in generators:
+            check_candidates(view, folder, gen, cfg.n, suite)
+        check_scores(view, folder.scores, generators, cfg.n, suite)
+        s["picks"] = check_picks(view, folder.picks, judges, generators, cfg.n, suite)
+        check_preference_set(view, folder, judges)
+        check_store(view, folder.store, judges)
+        views.append(view)
+    check_disjoint(views)
+
+
+def _check_target(out: Path, cfg: StudyConfig) -> None:
+    """``out`` is new, empty, or an earlier merge of the same study (which the new one replaces)."""
+    if out.exists() and not out.is_dir():
+        raise BonError(f"{out}: exists and is not a folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    config = RunFolder(out, existing=True).config
+    if not config.exists():
+        raise BonError(f"{out}: not empty and not a run folder; merge into a new folder")
+    old = recorded_study(config)
+    wanted = cfg.as_dict()
+    changed = [k for k in FROZEN_KEYS if k != "shard" and old.get(k) != wanted.get(k)]
+    if changed:
+        raise BonError(f"{config}: this folder holds a study with other {', '.join(changed)}; merge into a new folder")
+
+
+def _replace(building: Path, out: Path) -> None:
+    """Move the finished merge into place (an earlier merge in ``out`` is replaced)."""
+    if out.is_dir():
+        old = out.parent / f".{out.name}.replaced-{os.getpid()}"
+        os.replace(out, old)
+        os.replace(building, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(building, out)
 
 
 def _read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
@@ -66,7 +154,7 @@ def _read_shards(dirs: list[Path]) -> list[dict[str, Any]]:
         study = recorded_study(config)
         if not stats.exists():
             raise BonError(f"{d}: this shard has not finished (no stats.json); rerun its `bon run` first")
-        recorded = json.loads(stats.read_text(encoding="utf-8"))
+        recorded = read_stats_object(stats)
         if recorded.get("stopped"):
             raise BonError(f"{d}: this shard stopped early ({recorded['stopped']}); rerun it to finish first")
         shards.append({"dir": Path(d), "study": study, "stats": recorded,
@@ -129,26 +217,37 @@ def _merge_stores(sources: list[Path], target: Path) -> None:
     """Every judge, judgment and pointwise score of every shard store in one store. Rows are keyed by
     content, so a key that two shards (or an earlier merge) hold is kept once (INSERT OR IGNORE): the
     merged store counts each answer once. Columns are matched by name, so a shard written by an older
-    bon (without the later cost or runtime columns) merges too, its missing columns left empty."""
+    bon (without the later cost or runtime columns) merges too, its missing columns left empty. Each
+    shard store is opened read-only (a read-only shard folder merges too)."""
     JudgmentStore(target).close()  # creates the schema
     db = sqlite3.connect(target, isolation_level=None)
     try:
+        ours = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         for src in sources:
-            if not src.exists():
-                continue
-            db.execute("ATTACH DATABASE ? AS shard", (str(src),))
-            tables = [name for (name,) in db.execute("SELECT name FROM shard.sqlite_master WHERE type = 'table'")]
-            ours = {name for (name,) in db.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
-            db.execute("BEGIN IMMEDIATE")
-            for table in tables:  # every table the store has (judges, judgments, scores, and any later ones)
-                if table in ours and not table.startswith("sqlite_"):
-                    theirs = {row[1] for row in db.execute(f'PRAGMA shard.table_info("{table}")')}
-                    columns = ", ".join(f'"{c}"' for (_, c, *_) in db.execute(f'PRAGMA main.table_info("{table}")') if c in theirs)
-                    db.execute(f'INSERT OR IGNORE INTO main."{table}" ({columns}) SELECT {columns} FROM shard."{table}"')
-            db.execute("COMMIT")
-            db.execute("DETACH DATABASE shard")
+            shard = connect_read_only(src)
+            try:
+                tables = [name for (name,) in shard.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                db.execute("BEGIN IMMEDIATE")
+                for table in tables:  # every table the store has (judges, judgments, scores, and any later ones)
+                    if table in ours and not table.startswith("sqlite_"):
+                        _copy_rows(shard, db, table)
+                db.execute("COMMIT")
+            finally:
+                shard.close()
     finally:
         db.close()
+
+
+def _copy_rows(source: sqlite3.Connection, target: sqlite3.Connection, table: str) -> None:
+    theirs = {row[1] for row in source.execute(f'PRAGMA table_info("{table}")')}
+    columns = [c for (_, c, *_) in target.execute(f'PRAGMA table_info("{table}")') if c in theirs]
+    names = ", ".join(f'"{c}"' for c in columns)
+    rows = source.execute(f'SELECT {names} FROM "{table}"')
+    while True:
+        chunk = rows.fetchmany(5000)
+        if not chunk:
+            break
+        target.executemany(f'INSERT OR IGNORE INTO "{table}" ({names}) VALUES ({", ".join("?" * len(columns))})', chunk)
 
 
 def _merge_preference_set(folders: list[RunFolder], run: RunFolder, order: dict[str, int], judges: list[str]) -> dict[str, int]:
@@ -182,7 +281,7 @@ def _merge_preference_set(folders: list[RunFolder], run: RunFolder, order: dict[
 def _analyse_merged(run: RunFolder, cfg: StudyConfig, shards: list[dict[str, Any]], order: dict[str, int], pair_counts: dict[str, int]):
     judges = [j.label for j in cfg.judges]
     generators = [g.label for g in cfg.generators]
-    picks = [p for s in shards for _, p in read_jsonl(_study_file(s["dir"], "picks"))]
+    picks = [p for s in shards for p in s["picks"]]
     picks.sort(key=lambda p: (_rank(judges, p["judge"]), _rank(generators, p["generator"]), order[p["prompt_id"]]))
     write_text(run.picks, "".join(json.dumps(p) + "\n" for p in picks))
     judge_stats = _sum_stats([s["stats"].get("judges", {}) for s in shards])

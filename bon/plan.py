@@ -51,6 +51,18 @@ class Stage:
     cost_usd: float | None = None
     on_device: bool = True
     serve: Any = None  # bon.serve.ServeSettings of a served judge
+    items: int | None = None  # images to generate, candidates to score or judge calls
+    seconds_per_item: float | None = None  # accelerator seconds per item: the config's, else the plugin's
+    seconds_source: str = ""
+
+    @property
+    def gpu_hours(self) -> float | None:
+        """Accelerator hours: items x seconds per item (0 for an API stage; None when either is unknown)."""
+        if not self.on_device or (self.memory_source == "API"):
+            return 0.0
+        if self.items is None or self.seconds_per_item is None:
+            return None
+        return self.items * self.seconds_per_item / 3600
 
 
 @dataclass
@@ -86,13 +98,15 @@ def plan_study(cfg: StudyConfig, config_name: str) -> Plan:
     bon = prompts["best_of_n"]
     for spec in cfg.generators:
         calls = f"{bon} prompts, {bon * cfg.n} candidates" if bon is not None else "unknown prompts"
-        plan.stages.append(_stage(f"generate {spec.label}", spec, "generator", calls))
+        # every prompt's candidates, the preference set's held-out prompts included
+        images = sum(prompts.values()) * cfg.n if None not in prompts.values() else None
+        plan.stages.append(_stage(f"generate {spec.label}", spec, "generator", calls, images))
     candidates = (sum(prompts.values()) * cfg.n * len(cfg.generators)) if None not in prompts.values() else None
     plan.stages.append(_stage(f"verify {cfg.verifier.label}", cfg.verifier, "verifier",
-                              f"{candidates} candidates" if candidates is not None else "unknown candidates"))
+                              f"{candidates} candidates" if candidates is not None else "unknown candidates", candidates))
     for spec in cfg.judges:
         calls, count = judge_calls(cfg, spec, prompts)
-        stage = _stage(f"judge {spec.label}", spec, "judge", calls)
+        stage = _stage(f"judge {spec.label}", spec, "judge", calls, count)
         stage.cost_usd = api_cost(spec, count)
         if stage.serve is not None and stage.serve.replicas > 1 and count is not None:
             stage.calls += f"; over {stage.serve.replicas} replicas, ~{-(-count // stage.serve.replicas)} each"
@@ -176,13 +190,33 @@ def api_cost(spec: PluginSpec, calls: int | None) -> float | None:
     return calls * (tokens_in * float(price_in or 0) + tokens_out * float(price_out or 0)) / 1e6
 
 
-def _stage(name: str, spec: PluginSpec, kind: str, calls: str) -> Stage:
+def _stage(name: str, spec: PluginSpec, kind: str, calls: str, items: int | None = None) -> Stage:
+    stage = _memory_stage(name, spec, kind, calls)
+    stage.items = items
+    stage.seconds_per_item, stage.seconds_source = seconds_per_item(spec, kind)
+    return stage
+
+
+def seconds_per_item(spec: PluginSpec, kind: str) -> tuple[float | None, str]:
+    """Accelerator seconds per item: the config's ``seconds_per_item``, else what the plugin class declares
+    (its ``seconds_per_item`` attribute), else unknown."""
+    if spec.seconds_per_item is not None:
+        return float(spec.seconds_per_item), "config"
+    try:
+        declared = getattr(registry.resolve(kind, registry.parse_spec(spec.name)[0]), "seconds_per_item", None)
+    except BonError:
+        declared = None
+    return (float(declared), "plugin") if isinstance(declared, (int, float)) and not isinstance(declared, bool) else (None, "")
+
+
+def _memory_stage(name: str, spec: PluginSpec, kind: str, calls: str) -> Stage:
     serve = None
     if spec.serve is not None:  # bon runs the server: its weights are on this study's GPUs, not an API's
         from bon.serve import ServeSettings
 
         serve = ServeSettings.of(spec)
-        spec = PluginSpec(registry.parse_spec(spec.name)[0], spec.label, {"model": serve.model}, spec.memory_gb, spec.serve)
+        spec = PluginSpec(registry.parse_spec(spec.name)[0], spec.label, {"model": serve.model}, spec.memory_gb, spec.serve,
+                          spec.seconds_per_item)
     models = list(model_refs(spec, kind))
     local = [m for m in models if not m.remote]
     on_device = any(m.on_device for m in local) if local else spec.memory_gb is not None
@@ -297,6 +331,8 @@ def render(plan: Plan) -> list[str]:
         if s.memory_gb and not s.on_device:
             memory += " on CPU"
         cost = f"; ~${s.cost_usd:,.0f}" if s.cost_usd is not None else ""
+        hours = s.gpu_hours
+        cost += f"; ~{hours:,.1f} GPU-hours" if hours else ""
         models = ", ".join(m.model + (" (API)" if m.remote else f" ({s.serve.engine})" if s.serve else "") for m in s.models)
         lines.append(f"{s.name:<30}{memory:<34}{s.calls}{cost}  [{models or '-'}]")
     for s in plan.stages:
@@ -311,6 +347,11 @@ def render(plan: Plan) -> list[str]:
         top = max(known, key=lambda s: s.memory_gb)
         lines.append(f"peak: {size(top.memory_gb)} of weights ({top.name}): the runner holds one stage's models at a time"
                      + ("" if len(known) == len(plan.stages) else "; some stages unknown"))
+    hours = [s.gpu_hours for s in plan.stages if s.on_device and s.memory_source != "API"]
+    if any(hours):
+        unknown = [s.name for s in plan.stages if s.on_device and s.memory_source != "API" and s.gpu_hours is None]
+        lines.append(f"GPU time estimate: ~{sum(h for h in hours if h):,.1f} GPU-hours (items x seconds_per_item, set in "
+                     "the config or declared by the plugin)" + (f"; unknown for {', '.join(unknown)}" if unknown else ""))
     costs = [s.cost_usd for s in plan.stages if s.cost_usd is not None]
     if costs:
         lines.append(f"API cost estimate: ~${sum(costs):,.0f} (list prices from the config, assuming "

@@ -30,7 +30,7 @@ from bon.swap import CascadePolicy, SwapPolicy
 RUN_ONLY = frozenset({
     "name", "device", "device_map", "attn_implementation", "batch_size", "concurrency", "max_concurrency",
     "timeout", "retries", "max_retries", "backoff", "backoff_base", "backoff_max", "max_backoff",
-    "max_retry_after", "preflight", "preflight_timeout", "api_key_env", "price_input", "price_output",
+    "max_retry_after", "retry_for", "preflight", "preflight_timeout", "api_key_env", "price_input", "price_output",
 })
 SECRET = re.compile(r"(^|_)(key|api_key|token|secret|password)$")  # never in an identity (it is logged)
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 console = Console(stderr=True, soft_wrap=True)
 LOG_EVERY_S = 5.0  # seconds between progress lines when stderr is not a terminal
+_DRIVER_PID = os.getpid()  # a forked worker inherits it: a process whose pid differs is a worker
 
 
 class _Bar:
@@ -61,7 +62,8 @@ def bar(description: str, total: int) -> Iterator[_Bar]:
     if _quiet():
         yield _Bar(None, None)
         return
-    if not sys.stderr.isatty():
+    if not sys.stderr.isatty() or os.getpid() != _DRIVER_PID:
+        # a forked worker logs lines: a live bar of its own would be drawn over by the driver's lines
         lines = _LogLines(description, total)
         yield lines
         lines.finish()

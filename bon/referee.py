@@ -242,13 +242,14 @@ class Referee:
         return verdicts
 
     def _buy(self, todo: dict[Key, Comparison]) -> dict[Key, Verdict]:
-        """New verdicts for ``todo``, each part stored (with its share of the wall time) as it arrives."""
+        """New verdicts for ``todo``, each part stored (with its share of the wall time) as it arrives,
+        in whatever order the parts come back."""
         keys, fresh = list(todo), {}
         started = time.perf_counter()
-        for part in self._parts(list(todo.values())):
+        for offset, part in self._parts(list(todo.values())):
             elapsed = time.perf_counter() - started
-            got = keys[len(fresh) : len(fresh) + len(part)]
-            if not part or len(got) != len(part):
+            got = keys[offset : offset + len(part)]
+            if not part or len(got) != len(part) or any(k in fresh for k in got):
                 raise BonError(f"judge {self.judge.name}: returned {len(fresh) + len(part)} verdicts for {len(todo)} comparisons")
             self.stats.seconds += elapsed
             self.stats.count_fresh(part)
@@ -262,9 +263,9 @@ class Referee:
             raise BonError(f"judge {self.judge.name}: returned {len(fresh)} verdicts for {len(todo)} comparisons")
         return fresh
 
-    def _parts(self, comparisons: list[Comparison]) -> Iterator[list[Verdict]]:
-        """The judge's verdicts in order, in the parts to store: the executor's (Ray: one per worker
-        batch), else at most ``store_every`` comparisons per judge call (None: all in one call, e.g.
+    def _parts(self, comparisons: list[Comparison]) -> Iterator[tuple[int, list[Verdict]]]:
+        """(offset, verdicts) of each part to store: the executor's (Ray: one per worker batch, as each
+        returns), else at most ``store_every`` comparisons per judge call (None: all in one call, e.g.
         one Batch API job)."""
         if hasattr(self.executor, "judge_parts"):
             yield from self.executor.judge_parts(self.judge, comparisons)
@@ -272,7 +273,7 @@ class Referee:
         size = getattr(self.judge, "store_every", PairwiseJudge.store_every) or len(comparisons)
         for start in range(0, len(comparisons), size):
             chunk = comparisons[start : start + size]
-            yield self.executor.judge(self.judge, chunk) if self.executor else self.judge.judge(chunk)
+            yield start, self.executor.judge(self.judge, chunk) if self.executor else self.judge.judge(chunk)
 
     def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
         """Pointwise scores (for a :class:`PointwiseJudge`), cached like pairwise judgments."""

@@ -144,8 +144,8 @@ def create_from(kind: str, spec: str, options: Mapping[str, Any], where: str | N
         plugin = factory(**merged)
     except TypeError as exc:
         raise BonError(_bad_call(kind, name, factory, exc, where)) from None
-    except BonError as exc:
-        raise BonError(f"{where}: {exc}" if where else str(exc)) from None
+    except BonError as exc:  # the same kind (a Stopped stays a Stopped: exit 3), prefixed
+        raise type(exc)(f"{where}: {exc}" if where else str(exc)) from None
     except (ValueError, OverflowError) as exc:  # an option value the constructor cannot use, e.g. seed="1=2"
         options_given = ", ".join(f"{k}={v!r:.40}" for k, v in options.items() if k != "name")
         raise BonError(f"{where + ': ' if where else ''}{kind} {name!r}: an option value it cannot use "

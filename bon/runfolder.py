@@ -137,3 +137,71 @@ def write_json(path: Path, data: Any) -> None:
 
 def write_text(path: Path, text: str) -> None:
     atomic_write(path, text)
+
+
+# --- checks readers make of what they read (an edited or damaged file is an error, never other numbers) ---
+
+
+def read_stats(path: Path) -> dict[str, Any] | None:
+    """``stats.json`` as an object; None when it is not there (a reader then rebuilds what it needs from
+    the store); a one-line error when it is not JSON or not an object."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise BonError(f"{path}: not readable JSON ({' '.join(str(exc).split())[:120]})") from None
+    if not isinstance(data, dict):
+        raise BonError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def check_n(config: Path, n: int | None, file: Path, indices: Any) -> None:
+    """config.yaml's N against the candidate indices a stage file holds (``(prompt id, index)`` pairs): an
+    N edited by hand would otherwise silently give other numbers."""
+    if n is None:
+        return
+    top = -1
+    for pid, index in indices:
+        if index >= n:
+            raise BonError(f"{config}: n = {n}, but {file} holds candidate {index} of prompt {pid}; "
+                           "config.yaml does not describe this run (edited?)")
+        top = max(top, index)
+    if 0 <= top < n - 1:
+        raise BonError(f"{config}: n = {n}, but {file} holds only {top + 1} candidates per prompt; "
+                       "config.yaml does not describe this run (edited?)")
+
+
+def check_pick(rec: dict[str, Any], where: str, n: int | None) -> None:
+    """One line of a picks file: names as text, the chosen index and every match's indices candidates of
+    the prompt (0..N-1), never silently dropped or read as another candidate."""
+    for key in ("judge", "generator", "prompt_id", "task"):
+        if not isinstance(rec.get(key), str):
+            raise BonError(f"{where}: {key} must be text, got {rec.get(key)!r:.60}")
+    _check_index(rec.get("index"), where, "index", n)
+    matches = rec.get("matches", [])
+    if not isinstance(matches, list):
+        raise BonError(f"{where}: matches must be a list")
+    for k, match in enumerate(matches):
+        if not isinstance(match, list) or len(match) < 2:
+            raise BonError(f"{where}: matches[{k}] must list two candidate indices")
+        for index in match[:2]:
+            _check_index(index, where, f"matches[{k}]", n)
+        if len(match) > 2 and match[2] is not None and (isinstance(match[2], bool) or match[2] not in match[:2]):
+            raise BonError(f"{where}: matches[{k}] winner {match[2]!r:.40} is neither of its candidates")
+
+
+def _check_index(index: Any, where: str, what: str, n: int | None) -> None:
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0 or (n is not None and index >= n):
+        bound = f"0..{n - 1}; config.yaml says n = {n}" if n is not None else "0 or more"
+        raise BonError(f"{where}: {what} {index!r:.40} is not a candidate index ({bound})")
+
+
+def check_unique_picks(records: list[tuple[str, dict[str, Any]]]) -> None:
+    """No (judge, strategy, generator, prompt) picked twice: a repeated line would count twice."""
+    seen: dict[tuple, str] = {}
+    for where, rec in records:
+        key = (rec.get("judge"), rec.get("strategy", ""), rec.get("generator"), rec.get("prompt_id"))
+        if key in seen:
+            raise BonError(f"{where}: a second pick of {key[0]} for {key[2]} on prompt {key[3]} (first at {seen[key]})")
+        seen[key] = where

@@ -1,9 +1,14 @@
-"""Served judges: ``bon run`` starts a judge's vLLM or SGLang servers when its stage starts, spreads
+"""Served judges: ``bon run`` starts a judge's OpenAI-compatible servers when its stage starts, spreads
 every batch over them and stops them when the stage ends.
 
 A judge entry's ``serve:`` (``serve: vllm`` or a mapping, see :data:`SERVE_KEYS`) names the engine
 and how to run it: ``replicas`` independent servers, each with ``tensor_parallel`` x ``data_parallel``
-GPUs (``gpus_per_replica``). The judge itself stays the OpenAI-compatible client it always was; bon
+GPUs (``gpus_per_replica``). The engines: ``vllm`` and ``sglang`` (their own flags for the served
+name and the parallel sizes), ``transformers`` (``transformers serve MODEL``, CPU with
+``gpus_per_replica: 0``, else GPU; it serves the model under the name it loads, so the judge's model
+is the weights), and ``command``: any OpenAI-compatible server from a ``command`` template whose
+``{model}``, ``{served_name}``, ``{host}``, ``{port}``, ``{gpus}``, ``{tensor_parallel}`` and
+``{data_parallel}`` bon fills in, ready when ``GET {health}`` (default ``/health``) answers 200. The judge itself stays the OpenAI-compatible client it always was; bon
 fills in each replica's ``base_url``. Locally the replicas are subprocesses of this process, each on
 its own block of ``CUDA_VISIBLE_DEVICES``; on Ray they are actors that hold their GPUs (see
 :mod:`bon.executors.ray`). Servers start at the judge's first batch (a resumed stage with nothing
@@ -41,13 +46,17 @@ from bon.progress import note
 from bon.protocol import Comparison, Verdict
 from bon.redact import redact, remember_args
 
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "transformers", "command")
 SERVE_KEYS = ("engine", "model", "tensor_parallel", "data_parallel", "replicas", "gpus_per_replica", "port", "args",
-              "launcher", "startup_timeout")
+              "launcher", "command", "health", "startup_timeout")
+TEMPLATE_FIELDS = ("model", "served_name", "host", "port", "gpus", "tensor_parallel", "data_parallel")
 HOST = "127.0.0.1"  # every request to a replica comes from the process that started it (or its Ray actor)
 PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # the client built before any server runs (options and identity only)
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL for a server that has not exited
 HEALTH_NOTE_S = 30.0  # a progress line this often while a server loads
+# Fault injection for tests: "MARKER:K" makes the first replica that has sent K requests create MARKER
+# and kill its own server (SIGKILL to its process group, as an OOM kill would) before its next batch.
+KILL_ENV = "BON_SERVE_KILL_ONCE"
 
 
 class ServerLost(Stopped):
@@ -69,29 +78,42 @@ class ServeSettings:
     port: int | None = None  # replica i listens on port + i; None: a free port
     args: tuple[str, ...] = ()
     launcher: tuple[str, ...] | None = None  # replaces the engine's program (a container wrapper, a stand-in)
+    command_template: tuple[str, ...] = ()  # engine command: the whole command line, {fields} filled in
+    health: str = "/health"
     startup_timeout: float = 1800.0
 
     @classmethod
     def of(cls, spec: Any) -> "ServeSettings":
         """The settings of a served judge's PluginSpec (its ``serve`` as :func:`parse_serve` left it)."""
-        serve = spec.serve
+        serve = {k: v for k, v in spec.serve.items() if k != "command"}
         return cls(**{**serve, "served_name": judge_model(spec), "args": tuple(serve.get("args") or ()),
-                      "launcher": tuple(serve["launcher"]) if serve.get("launcher") else None})
+                      "launcher": tuple(serve["launcher"]) if serve.get("launcher") else None,
+                      "command_template": tuple(spec.serve.get("command") or ()),
+                      "health": serve.get("health") or "/health"})
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
 
-    def command(self, port: int | str) -> list[str]:
-        """The real launch command line of one replica (``vllm serve`` or SGLang's ``launch_server``)."""
+    def command(self, port: int | str, gpus: str | None = None) -> list[str]:
+        """The real launch command line of one replica: each engine with only the flags it takes."""
+        if self.engine == "command":
+            fields = {"model": self.model, "served_name": self.served_name, "host": HOST, "port": port,
+                      "gpus": gpus if gpus is not None else "", "tensor_parallel": self.tensor_parallel,
+                      "data_parallel": self.data_parallel}
+            return [word.format(**fields) for word in self.command_template] + list(self.args)
         if self.engine == "vllm":
             program = ["vllm"]
             args = ["serve", self.model, "--host", HOST, "--port", str(port), "--served-model-name", self.served_name,
                     "--tensor-parallel-size", str(self.tensor_parallel), "--data-parallel-size", str(self.data_parallel)]
-        else:
+        elif self.engine == "sglang":
             program = [sys.executable, "-m", "sglang.launch_server"]
             args = ["--model-path", self.model, "--host", HOST, "--port", str(port), "--served-model-name", self.served_name,
                     "--tp-size", str(self.tensor_parallel), "--dp-size", str(self.data_parallel)]
+        else:  # transformers serve: the model it loads is the name requests use; one device per replica
+            program = [sys.executable, "-m", "transformers.cli.transformers"]  # `transformers`, from this Python
+            args = ["serve", self.model, "--host", HOST, "--port", str(port),
+                    "--device", "cpu" if self.gpus_per_replica == 0 else "auto"]
         return [*(self.launcher or program), *args, *self.args]
 
     def describe(self) -> str:
@@ -108,13 +130,14 @@ def parse_serve(raw: Any, model: str | None, where: str) -> dict[str, Any]:
     here = f"{where}: serve"
     if isinstance(raw, str):
         raw = {"engine": raw}
+    engines = ", ".join(ENGINES[:-1]) + " or " + ENGINES[-1]
     if not isinstance(raw, dict):
-        raise BonError(f"{here}: expected an engine name ({' or '.join(ENGINES)}) or a mapping with 'engine'")
+        raise BonError(f"{here}: expected an engine name ({engines}) or a mapping with 'engine'")
     unknown = sorted(set(raw) - set(SERVE_KEYS))
     if unknown:
         raise BonError(f"{here}: unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(SERVE_KEYS)})")
     if raw.get("engine") not in ENGINES:
-        raise BonError(f"{here}: engine must be {' or '.join(ENGINES)}, got {raw.get('engine')!r}")
+        raise BonError(f"{here}: engine must be {engines}, got {raw.get('engine')!r}")
     if not model:
         raise BonError(f"{here}: the judge names no model (openai-compatible:MODEL), so there is nothing to serve")
     out: dict[str, Any] = {"engine": raw["engine"]}
@@ -134,11 +157,45 @@ def parse_serve(raw: Any, model: str | None, where: str) -> dict[str, Any]:
     out["args"] = _words(raw, "args", here)
     remember_args(out["args"])  # a key among them (--api-key KEY) is masked wherever it would be written
     out["launcher"] = _words(raw, "launcher", here) or None
+    _engine_keys(raw, out, model, here)
+    remember_args(out.get("command") or ())  # the same for a command template's words
     timeout = raw.get("startup_timeout", 1800.0)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise BonError(f"{here}: startup_timeout must be a positive number of seconds, got {timeout!r}")
     out["startup_timeout"] = float(timeout)
     return out
+
+
+def _engine_keys(raw: dict, out: dict[str, Any], model: str, here: str) -> None:
+    """What only some engines take: ``command`` (engine command), one model name and no parallel sizes
+    (transformers, which has no flag for either); ``health``, the readiness path, for all."""
+    engine = out["engine"]
+    command = _words(raw, "command", here)
+    if engine == "command":
+        out["command"] = command
+        if not command:
+            raise BonError(f"{here}: engine command needs command: the server's command line, with "
+                           f"{{{'}, {'.join(TEMPLATE_FIELDS)}}} filled in by bon")
+        for word in out["command"]:
+            try:
+                word.format(**{f: "" for f in TEMPLATE_FIELDS})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise BonError(f"{here}: command word {word!r}: unknown or broken placeholder ({exc}); "
+                               f"known: {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}") from None
+        if out["launcher"]:
+            raise BonError(f"{here}: engine command takes command, not launcher")
+    elif command:
+        raise BonError(f"{here}: command is for engine command (engine {engine} builds its own command line)")
+    health = raw.get("health", "/health")
+    if not isinstance(health, str) or not health.startswith("/"):
+        raise BonError(f"{here}: health must be a path starting with /, got {health!r}")
+    out["health"] = health
+    if engine == "transformers":
+        if out["model"] != model:
+            raise BonError(f"{here}: transformers serve names its model by the weights it loads: give the judge "
+                           f"that model (openai-compatible:{out['model']}) and leave out serve.model")
+        if out["tensor_parallel"] != 1 or out["data_parallel"] != 1:
+            raise BonError(f"{here}: transformers serve has no tensor or data parallelism; use replicas")
 
 
 def judge_model(spec: Any) -> str | None:
@@ -162,7 +219,7 @@ def check_servable(factory: Any, options: dict[str, Any], where: str) -> None:
     if options.get("base_url"):
         raise BonError(f"{where}: serve: remove options.base_url (bon points the judge at the replicas it starts)")
     if options.get("batch"):
-        raise BonError(f"{where}: serve: options.batch is the OpenAI Batch API, which vLLM and SGLang servers do not offer")
+        raise BonError(f"{where}: serve: options.batch is the OpenAI Batch API, which a served engine does not offer")
 
 
 def _count(raw: dict, key: str, default: int, least: int, here: str) -> int:
@@ -220,7 +277,7 @@ class ServerProcess:
                                              env=self.env, start_new_session=True)
             except OSError as exc:
                 raise BonError(f"{self.where}: cannot start {shlex.join(self.command[:3])} ({exc.strerror or exc}); "
-                               "install the engine or set serve.launcher") from None
+                               "install the engine or set serve.launcher (serve.command for engine command)") from None
         _running.add(self)
         if os.name == "posix":
             self.watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.proc.pid)],
@@ -235,8 +292,8 @@ class ServerProcess:
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return f"{self.where}: the server {how}"
 
-    def wait_healthy(self, root: str, deadline: float, timeout: float) -> None:
-        """Poll ``GET /health`` until it answers 200; one line (with the log's last line) if the server
+    def wait_healthy(self, root: str, deadline: float, timeout: float, health: str = "/health") -> None:
+        """Poll ``GET {health}`` until it answers 200; one line (with the log's last line) if the server
         exits first or the deadline passes, the server stopped."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
         started = last = time.monotonic()
@@ -246,7 +303,7 @@ class ServerProcess:
                 self.stop()
                 raise BonError(f"{reason} before it was ready ({self.last_line()}; log: {self.log_path})")
             try:
-                with opener.open(f"{root}/health", timeout=5) as resp:
+                with opener.open(f"{root}{health}", timeout=5) as resp:
                     if resp.status == 200:
                         return
             except (urllib.error.URLError, OSError, ValueError):
@@ -254,7 +311,7 @@ class ServerProcess:
             now = time.monotonic()
             if now > deadline:
                 self.stop()
-                raise BonError(f"{self.where}: not healthy (GET /health) within startup_timeout {timeout:g} s; "
+                raise BonError(f"{self.where}: not healthy (GET {health}) within startup_timeout {timeout:g} s; "
                                f"log: {self.log_path}")
             if now - last >= HEALTH_NOTE_S:  # loading a large model takes minutes: show it is alive
                 last = now
@@ -330,15 +387,17 @@ class LocalReplica:
                      (f", GPUs {gpus})" if gpus else ")")
         env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {})}
         log_dir = log_dir or Path(tempfile.mkdtemp(prefix="bon-serve-"))
-        self.server = ServerProcess(self.settings.command(self.port), env, log_dir / f"{spec.label}-{index}.log", self.where)
+        command = self.settings.command(self.port, gpus if gpus is not None else os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self.server = ServerProcess(command, env, log_dir / f"{spec.label}-{index}.log", self.where)
         self.client: Any = None
+        self.sent = 0  # requests this replica's client has sent
 
     def start(self) -> None:
         self.server.start()
 
     def wait_ready(self, deadline: float) -> str:
         """Healthy, the judge's model listed, the client built (its own preflight included)."""
-        self.server.wait_healthy(self.root, deadline, self.settings.startup_timeout)
+        self.server.wait_healthy(self.root, deadline, self.settings.startup_timeout, self.settings.health)
         served = self._models()
         if served is not None and self.settings.served_name not in served:
             self.stop()
@@ -357,11 +416,24 @@ class LocalReplica:
         return [str(e.get("id")) for e in entries if isinstance(e, dict)] if isinstance(entries, list) else None
 
     def judge(self, comparisons: list[Comparison]) -> tuple[list[Verdict], str | None]:
+        self._fault_point()
         if not self.server.alive():
             reason = self.server.exit_reason()
             return [Verdict.failed(reason, transient=True) for _ in comparisons], reason
         verdicts = self.client.judge(comparisons)
+        self.sent += len(comparisons)
         return verdicts, None if self.server.alive() else self.server.exit_reason()
+
+    def _fault_point(self) -> None:
+        marker, _, after = os.environ.get(KILL_ENV, "").rpartition(":")
+        if not marker or self.sent < int(after or 1) or not self.server.alive():
+            return
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # another replica was killed already
+        _signal_group(self.server.proc.pid, signal.SIGKILL)
+        self.server.proc.wait()
 
     def stop(self) -> None:
         if self.client is not None:
@@ -439,6 +511,8 @@ class ServedJudge:
 
     def identity(self) -> dict[str, Any]:
         served = {"engine": self.settings.engine, "model": self.settings.model, "args": redact(list(self.settings.args))}
+        if self.settings.engine == "command":  # the server's whole command line is what serves the model
+            served["command"] = redact(list(self.settings.command_template))
         return {**self._client.identity(), "base_url": None, "served": served}
 
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:

@@ -26,8 +26,9 @@ import json
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from bon.redact import redact
 
@@ -105,11 +106,47 @@ def new_invocation_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection that writes nothing beside the store (a read-only folder can be read, and a
+    reader leaves no trace). A store closed cleanly has no write-ahead log: it is opened as immutable, which
+    makes SQLite create no WAL or shared-memory file (a writer that starts meanwhile appends to its own log;
+    the main file changes only at a checkpoint). A store with a log waiting (a writer at work, or killed) is
+    opened read-only, reading the log too."""
+    uri = Path(path).resolve().as_uri()
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size:
+        return sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+
+
+@contextmanager
+def read_only_store(path: Path) -> Iterator[sqlite3.Connection]:
+    """A store opened read-only with its tables checked; a one-line error naming it when it is not one."""
+    db = None
+    try:
+        db = connect_read_only(path)
+        for table in ("judges", "judgments", "scores"):
+            db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+        yield db
+    except sqlite3.DatabaseError as exc:
+        raise BonError(f"{path}: not a readable judgment store ({first_line(exc)})") from None
+    finally:
+        if db is not None:
+            db.close()
+
+
 class JudgmentStore:
-    def __init__(self, path: Path, invocation: str | None = None, command: str = ""):
+    def __init__(self, path: Path, invocation: str | None = None, command: str = "", read_only: bool = False):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = self._open()
+        if read_only:  # a reader (`bon view`): nothing is created, migrated or written, not even WAL files
+            try:
+                self._db = connect_read_only(self.path)
+                self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise BonError(f"{self.path}: not a readable judgment store ({first_line(exc)})") from None
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._open()
         self.invocation = invocation or new_invocation_id()
         self._command, self._recorded = command, False  # the invocation is recorded with its first answer
         self._runtimes: dict[str, str] = {}  # judge id -> the runtime its answers are recorded with
@@ -272,6 +309,15 @@ class JudgmentStore:
             "AND better IS NOT NULL LIMIT ?", (jid, *args, limit))
         return {(prompt, a, b, 0): Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
                 for prompt, a, b, better, score, missing, meta in rows}
+
+    def answers_before(self, jid: str, invocation: str) -> dict[Key, Verdict]:
+        """Every answer of a judge (each sample, missing ones too) that invocations other than
+        ``invocation`` bought: what a replay reads into memory once (``analysis.tradeoff``), the same
+        whatever the replay itself buys meanwhile."""
+        rows = self._db.execute("SELECT prompt, a, b, sample, better, score, missing, meta FROM judgments "
+                                "WHERE judge_id = ? AND invocation IS NOT ?", (jid, invocation))
+        return {(prompt, a, b, sample): Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
+                for prompt, a, b, sample, better, score, missing, meta in rows}
 
     def count(self, jid: str | None = None) -> int:
         if jid is None:

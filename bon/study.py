@@ -21,14 +21,17 @@ from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
 from bon.content import Candidate, Prompt
-from bon.errors import BonError, Stopped
+from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
 from bon.progress import note
 from bon.provenance import library_versions
 from bon.redact import redact
 from bon.referee import Budget, Referee
-from bon.runfolder import RunFolder, write_json, write_text
+from bon.runfolder import RunFolder, check_n, write_json, write_text
+from bon.recorded import (grader_view, official_spec, read_study_config, recorded_or_rebuilt_stats,  # noqa: F401
+                          recorded_study)
+from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import judge_pairs
@@ -98,6 +101,11 @@ def run_study(cfg: StudyConfig, command: str = "run") -> StudyOutcome:
         check_values(cfg)  # each plugin built and released in turn: never two models held at once
     built = build_prompts(cfg) if first_start else None  # in memory first: a bad suite creates nothing
     run = RunFolder(cfg.out)
+    with writer_lock(run.root, f"bon {command}"):  # one writer per run folder: a second refuses at once
+        return _start_and_run(run, cfg, strategy, built, command)
+
+
+def _start_and_run(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] | None, command: str) -> StudyOutcome:
     resuming = resume_message(run, [g.label for g in cfg.generators], cfg.n)
     if run.store.exists():  # a damaged store refuses the resume before config.yaml and the ledger are written
         JudgmentStore(run.store).close()
@@ -195,17 +203,8 @@ def shared_grader_flags(cfg: StudyConfig, identities: dict[str, Any]) -> dict[st
     identities (``stats.json``'s ``identities``): what the leakage guard leaves out of the correlation."""
     from analysis.predictors import shared_grader
 
-    judges = [_grader_view("judge", spec, (identities.get("judges") or {}).get(spec.label, {})) for spec in cfg.judges]
-    return shared_grader(judges, _grader_view("verifier", cfg.verifier, identities.get("verifier") or {}))
-
-
-def _grader_view(kind: str, spec: PluginSpec, identity: dict[str, Any]) -> Any:
-    """What the shared-grader check reads of a plugin (its class's declared ``grader_family`` and its
-    recorded identity) without loading it again."""
-    from types import SimpleNamespace
-
-    factory = registry.resolve(kind, registry.parse_spec(spec.name)[0])
-    return SimpleNamespace(name=spec.label, grader_family=getattr(factory, "grader_family", None), identity=lambda: identity)
+    judges = [grader_view("judge", spec, (identities.get("judges") or {}).get(spec.label, {})) for spec in cfg.judges]
+    return shared_grader(judges, grader_view("verifier", cfg.verifier, identities.get("verifier") or {}))
 
 
 def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec]) -> int:
@@ -288,19 +287,6 @@ def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon
                 "last": {stage: ref.stats.as_dict() for stage, ref in refs.items()}}
 
 
-def official_spec(spec: PluginSpec, official: bool) -> PluginSpec:
-    """A study's ``official: true`` asks every judge that knows MMRB2's official request conditions
-    (an ``official`` option) for them; other judges are unchanged."""
-    if not official:
-        return spec
-    import inspect
-
-    factory = registry.resolve("judge", registry.parse_spec(spec.name)[0])
-    if "official" not in inspect.signature(factory).parameters:
-        return spec
-    return replace(spec, options={**spec.options, "official": True})
-
-
 @dataclass
 class FinishedStudy:
     """What later commands (``bon select``, ``bon curve``) read back from a run folder."""
@@ -311,6 +297,18 @@ class FinishedStudy:
     candidates: dict[str, dict[str, list[Candidate]]]  # generator -> prompt id -> candidates
     scores: dict
 
+    def require_scores(self) -> None:
+        """Refuse (before any judge call) a study whose candidates are not all scored: the numbers of
+        ``curve`` and ``tradeoff`` are verifier scores."""
+        unscored = [c.key for by in self.candidates.values() for cands in by.values() for c in cands if c.key not in self.scores]
+        if unscored:
+            raise BonError(f"{self.run.scores}: {len(unscored)} candidates have no verifier score (first {unscored[0]}); "
+                           "rerun the study (or `bon verify`) first")
+
+    def stats(self) -> dict[str, Any]:
+        """stats.json, or what it records of the judges rebuilt from the store when it is missing."""
+        return recorded_or_rebuilt_stats(self.run, self.cfg)
+
     def judge(self, spec: str, options: dict[str, Any] | None = None, label: str | None = None) -> Any:
         """A judge by its label in the study's config (``options`` then override its own), else by
         registry spec; ``label`` names it in picks and tables."""
@@ -320,26 +318,18 @@ class FinishedStudy:
                 if j.serve is not None:  # served: this command starts its servers again
                     return replace(j, label=label or j.label, options={**j.options, **(options or {})}).create("judge")
                 return registry.create("judge", j.name, **{**j.options, **(options or {}), "name": label or j.label})
+        if registry.parse_spec(spec)[0] not in registry.names("judge"):
+            import difflib
+
+            labels = [j.label for j in self.cfg.judges]
+            close = difflib.get_close_matches(spec, labels, n=1, cutoff=0.5)
+            raise BonError(f"judge {spec!r}: not a judge of this study ({', '.join(labels)}) nor a registered judge"
+                           + (f"; did you mean {close[0]!r}?" if close else ""))
         return registry.create("judge", spec, **(options or {}), **({"name": label} if label else {}))
 
 
-def recorded_study(config: Path) -> dict[str, Any]:
-    """The ``study`` section of a run folder's ``config.yaml`` (the provenance beside it left out)."""
-    recorded = read_yaml(config)
-    study = recorded.get("study") if isinstance(recorded, dict) else None
-    if not isinstance(study, dict):
-        raise BonError(f"{config}: no 'study' section")
-    return study
-
-
-def read_study_config(run: RunFolder) -> StudyConfig:
-    """The study configuration saved in the run folder's ``config.yaml``."""
-    from bon.config import parse_config
-
-    return parse_config({k: v for k, v in recorded_study(run.config).items() if v is not None}, where=str(run.config))
-
-
 def load_study(run_dir) -> FinishedStudy:
+    from bon.content import load_candidates
     from bon.stages.generate import load_done
 
     run = RunFolder(run_dir, existing=True)  # reading a study never creates a folder
@@ -349,6 +339,8 @@ def load_study(run_dir) -> FinishedStudy:
     prompts, _ = split(shard_prompts(prepare_prompts(run, cfg), cfg.shard))
     candidates = {}
     for g in cfg.generators:
+        check_n(run.config, cfg.n, run.candidates(g.label),
+                ((c.prompt_id, c.index) for c in load_candidates(run.candidates(g.label))))
         done = load_done(run, g.label, cfg.n)
         missing = [p.id for p in prompts if p.id not in done]
         if missing:
@@ -412,6 +404,7 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
     from analysis.report import empty_report, write_report
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
+    note("analysis: metrics, correlations with bootstrap intervals, report and figures")
     try:
         bundle = compute(run.root, seed=cfg.seed, power=False)  # `bon power` plans study sizes on request
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick

@@ -29,6 +29,8 @@ Options:
   concurrency        requests in flight at once (default 8)
   timeout            seconds per request attempt (default 120)
   max_retries        retries after the first attempt (default 5)
+  retry_for          how long a failing endpoint keeps retrying, in seconds or "2m" (default 120): past it,
+                     what is left is pending (exit 3) instead of every call retried in turn
   price_input, price_output   USD per 1M input / output tokens, for the cost in meta
   preflight          GET /models at construction so a dead endpoint fails at once (default true)
   preflight_timeout  seconds for that check (default 5)
@@ -79,6 +81,7 @@ class OpenAICompatibleJudge(RubricJudge):
         concurrency: int = 8,
         timeout: float = 120.0,
         max_retries: int = 5,
+        retry_for: float | str | None = 120.0,
         price_input: float | None = None,
         price_output: float | None = None,
         preflight: bool = True,
@@ -120,7 +123,7 @@ class OpenAICompatibleJudge(RubricJudge):
                                        max_retries=max_retries, concurrency=concurrency, preflight=preflight,
                                        preflight_timeout=preflight_timeout, price_input=price_input,
                                        price_output=price_output, reasoning_model=reasoning_model,
-                                       max_tokens_param=max_tokens_param)
+                                       max_tokens_param=max_tokens_param, retry_for=retry_for)
         self.model, self.api_key_env = self.endpoint.model, self.endpoint.api_key_env
         self.totals = self.endpoint.totals
         # stored every few rounds of requests in flight (a kill loses at most that many paid answers);

@@ -60,6 +60,7 @@ class Case:
     lock: Path | None = None         # a SQLite file held locked by another connection...
     lock_s: float = 0.0              # ...for this long after the command starts
     timeout: float = 60.0
+    writer: Path | None = None       # a run folder's writer lock another process holds while the command runs
 
 
 @dataclass
@@ -146,6 +147,7 @@ def _forked(case: Case) -> Outcome:
     sys.stdout.flush()
     sys.stderr.flush()
     holder = _hold_lock(case.lock, case.lock_s) if case.lock is not None else None
+    writer = _hold_writer_lock(case.writer, case.timeout) if case.writer is not None else None
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -178,6 +180,7 @@ def _forked(case: Case) -> Outcome:
     if holder is not None:
         holder.wait()
         holder.stdout.close()
+    _release_writer(writer, case.writer)
     seconds = time.monotonic() - started
     text = lambda p: p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""  # noqa: E731
     outcome = Outcome(rc, text(out_path), text(err_path), seconds)
@@ -232,6 +235,7 @@ def _hold_lock(path: Path, seconds: float) -> subprocess.Popen | None:
 def _spawned(case: Case) -> Outcome:
     """The same case in a fresh ``python -m bon.cli`` process (the spot check of the fork server)."""
     holder = _hold_lock(case.lock, case.lock_s) if case.lock is not None else None
+    writer = _hold_writer_lock(case.writer, case.timeout) if case.writer is not None else None
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "bon.cli", *case.argv], cwd=case.cwd, env=_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -246,7 +250,17 @@ def _spawned(case: Case) -> Outcome:
     if holder is not None:
         holder.wait()
         holder.stdout.close()
+    _release_writer(writer, case.writer)
     return Outcome(rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), time.monotonic() - started)
+
+
+def _release_writer(writer: subprocess.Popen | None, path: Path | None) -> None:
+    """End the process holding a writer lock, and remove its lock file as it would have."""
+    if writer is not None:
+        writer.kill()
+        writer.wait()
+        writer.stdout.close()
+        Path(path).unlink(missing_ok=True)
 
 
 def warm_up() -> None:
@@ -1583,7 +1597,352 @@ def _fetched_as_official(out: Path, expected: dict[str, list[dict[str, Any]]], c
                 return f"pair {pair['id']}: chosen {pair['chosen']!r}"
     return None
 
+# --- merge, view, tradeoff and one writer per folder (issue 27) ------------------------------------
+#
+# Their fixtures (two shards of the tiny study, and what `bon view` and `bon tradeoff` find on the
+# finished study) are made once per process on first use (:func:`study_extras`); benchmarks/fuzz.py
+# makes them before it forks its workers.
+
+
+@dataclass
+class StudyExtras:
+    shards: list[Path]                              # the tiny study run as shards 0/2 and 1/2
+    view_summary: str                               # what `bon view` prints of the finished study, path left out
+    tradeoff: dict[str, tuple]                      # setting -> (Best-of-N score, calls per prompt) of judge random
+
+
+_EXTRAS: dict[int, StudyExtras] = {}
+TRADEOFF_ARGS = ["--judge", "random", "--bootstrap", "100", "--gate", "0.6", "--margin-gate", "0.1", "--cascade", "none"]
+
+
+def study_extras(fixtures: Fixtures) -> StudyExtras:
+    """The shards and the view and trade-off answers of the tiny study, made once per process (seconds)."""
+    if id(fixtures) not in _EXTRAS:
+        root = fixtures.run.parent / f"extras-{os.getpid()}"
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copy(fixtures.run.parent / "tiny.yaml", root / "tiny.yaml")
+        for i in range(2):
+            _fixture_command(["run", "tiny.yaml", "--shard", f"{i}/2", "--out", f"shard{i}"], root)
+        shutil.copytree(fixtures.run, root / "copy")
+        view = _fixture_command(["view", "--run", "copy", "--out", "view"], root)
+        _fixture_command(["tradeoff", "--run", "copy", *TRADEOFF_ARGS, "--out", "t", "--json", "t.json"], root)
+        _EXTRAS[id(fixtures)] = StudyExtras([root / "shard0", root / "shard1"], _view_summary(view.stdout),
+                                            _tradeoff_answer(root / "t.json"))
+    return _EXTRAS[id(fixtures)]
+
+
+def _fixture_command(argv: list[str], cwd: Path) -> Outcome:
+    kind, detail, outcome = run_case(Case("fixture", "none", argv, cwd, frozenset({0}), timeout=300))
+    if kind != "ok":
+        raise RuntimeError(f"fixture `bon {' '.join(argv)}` failed: {detail} {outcome.stderr[-2000:]}")
+    return outcome
+
+
+def _view_summary(stdout: str) -> str:
+    return stdout[stdout.find("("):].strip()
+
+
+def _tradeoff_answer(path: Path) -> dict[str, tuple]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    records = data["records"] if isinstance(data, dict) else data
+    return {r["setting"]: (r["bon_score"], r["calls_per_prompt"]) for r in records}
+
+
+MERGE_DAMAGE = ["deleted picks.jsonl", "deleted scores.jsonl", "deleted judgments.sqlite", "deleted stats.json",
+                "deleted candidates.jsonl", "deleted candidate image", "deleted judgment file", "deleted pair image",
+                "deleted task file", "torn picks.jsonl", "torn scores.jsonl", "torn candidates.jsonl", "bad line in picks.jsonl",
+                "duplicate pick", "unknown prompt in picks", "stats.json not an object", "stats.json not JSON",
+                "corrupt store", "empty store", "copy of the other shard", "other judge version", "other n in config.yaml",
+                "stopped shard", "benign: results.csv deleted", "benign: extra file", "maybe: input image deleted"]
+
+
+def _damage_shard(shard: Path, other: Path, how: str, rng: Random) -> bool | None:
+    """Damage one shard folder; True when the merge must refuse, None when refusing is fine too."""
+    pick = lambda pattern: rng.choice(sorted(shard.glob(pattern)))  # noqa: E731
+    files = {"picks.jsonl": "picks.jsonl", "scores.jsonl": "scores.jsonl", "judgments.sqlite": "judgments.sqlite",
+             "stats.json": "stats.json", "candidates.jsonl": "candidates/strong/candidates.jsonl"}
+    if how.startswith("deleted ") and how[8:] in files:
+        (shard / files[how[8:]]).unlink()
+    elif how == "deleted candidate image":
+        pick("candidates/strong/images/*.png").unlink()
+    elif how == "deleted judgment file":
+        pick("mmrb2/judgments/*/*.json").unlink()
+    elif how == "deleted pair image":
+        pick("mmrb2/images/*.png").unlink()
+    elif how == "deleted task file":
+        pick("mmrb2/*.json").unlink()
+    elif how.startswith("torn "):
+        path = shard / files[how[5:]]
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) - rng.randint(2, 20)])
+    elif how == "bad line in picks.jsonl":
+        lines = (shard / "picks.jsonl").read_bytes().splitlines(keepends=True)
+        lines.insert(rng.randrange(len(lines)), rng.choice([b"{oops\n", b"[1]\n", b"\"x\"\n"]))
+        (shard / "picks.jsonl").write_bytes(b"".join(lines))
+    elif how == "duplicate pick":
+        lines = (shard / "picks.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        (shard / "picks.jsonl").write_text("".join(lines + [rng.choice(lines)]), encoding="utf-8")
+    elif how == "unknown prompt in picks":
+        lines = (shard / "picks.jsonl").read_text(encoding="utf-8").splitlines()
+        i = rng.randrange(len(lines))
+        rec = json.loads(lines[i])
+        rec["prompt_id"] = rng.choice(["nosuch", "t2i-9999", "pref-t2i-0000", ""])
+        lines[i] = json.dumps(rec)
+        (shard / "picks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    elif how == "stats.json not an object":
+        (shard / "stats.json").write_text(rng.choice(["[1, 2]", "null", "\"stats\"", "5"]), encoding="utf-8")
+    elif how == "stats.json not JSON":
+        (shard / "stats.json").write_bytes(rng.choice([b"{oops", b"", b"\xff\xfe", b"{\"a\": NaN"]))
+    elif how in ("corrupt store", "empty store"):
+        (shard / "judgments.sqlite").write_bytes(b"not a database\n" if how == "corrupt store" else b"")
+    elif how == "copy of the other shard":  # a copy of the other shard, relabelled as this one
+        label = yaml.safe_load((shard / "config.yaml").read_text(encoding="utf-8"))["study"]["shard"]
+        shutil.rmtree(shard)
+        shutil.copytree(other, shard)
+        cfg = shard / "config.yaml"
+        theirs = yaml.safe_load(cfg.read_text(encoding="utf-8"))["study"]["shard"]
+        cfg.write_text(cfg.read_text(encoding="utf-8").replace(f"shard: {theirs}", f"shard: {label}"), encoding="utf-8")
+        if rng.random() < 0.5:
+            stats = shard / "stats.json"
+            stats.write_text(stats.read_text(encoding="utf-8").replace(f'"shard": "{theirs}"', f'"shard": "{label}"'),
+                             encoding="utf-8")
+    elif how == "other judge version":
+        stats = json.loads((shard / "stats.json").read_text(encoding="utf-8"))
+        judge = rng.choice(JUDGE_LABELS)
+        stats["identities"]["judges"][judge]["version"] = 99
+        (shard / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    elif how == "other n in config.yaml":
+        cfg = shard / "config.yaml"
+        cfg.write_text(cfg.read_text(encoding="utf-8").replace("  n: 3\n", "  n: 2\n", 1), encoding="utf-8")
+    elif how == "stopped shard":
+        stats = json.loads((shard / "stats.json").read_text(encoding="utf-8"))
+        stats["stopped"] = "max_calls reached"
+        (shard / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    elif how == "benign: results.csv deleted":
+        (shard / "results.csv").unlink()
+        return False
+    elif how == "benign: extra file":
+        (shard / "notes ü.txt").write_text("mine", encoding="utf-8")
+        return False
+    else:  # an input image: every shard holds the whole suite's, so the other shard's copy serves
+        pick("inputs/*.png").unlink()
+        return None
+    return True
+
+
+def make_merge_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
+    """`bon merge` of the tiny study's two shards, one or two damaged: the unsharded study's results, or one
+    line naming the damaged shard, and nothing written."""
+    extras = study_extras(fixtures)
+    names = [f"{rng.choice(ODD_NAMES)} s{i}" for i in range(2)]
+    dirs = [folder / n for n in names]
+    for src, dst in zip(extras.shards, dirs):
+        shutil.copytree(src, dst)
+    chosen = rng.sample(MERGE_DAMAGE, rng.choice([0, 1, 1, 1, 2]))
+    targets = [rng.randrange(2) for _ in chosen]
+    if len(set(targets)) > 1 and "copy of the other shard" in chosen:
+        targets = [targets[chosen.index("copy of the other shard")]] * len(chosen)  # copy first, then damage the copy
+    bad: list[bool | None] = []
+    damaged: set[str] = set()
+    for k in sorted(range(len(chosen)), key=lambda k: chosen[k] != "copy of the other shard"):
+        try:
+            bad.append(_damage_shard(dirs[targets[k]], extras.shards[1 - targets[k]], chosen[k], rng))
+        except (FileNotFoundError, IndexError):  # the file (or every image) an earlier damage removed: refused anyway
+            bad.append(True)
+        if bad[-1] is not False:
+            damaged.add(names[targets[k]])
+    runs = [a for n in (names if rng.random() < 0.5 else names[::-1]) for a in ("--run", n)]
+    argv = ["merge", *runs, "--out", "out/merged"]
+    must_refuse = any(b is True for b in bad)
+    expect = frozenset({2}) if must_refuse else frozenset({0, 2}) if None in bad else frozenset({0})
+    answer = None if must_refuse else _same_results(fixtures, "out/merged/results.csv")
+    return Case("merge", "+".join(chosen) or "none", argv, folder, expect, answer, tuple(sorted(damaged)),
+                watch=folder, may_write=("out/*",), timeout=90)
+
+
+VIEW_DAMAGE = {  # damage -> (exit codes, names the error line may quote, answer checked at exit 0)
+    "deleted stats.json": ({0}, (), True), "edited stats.json identities": ({0}, (), True),
+    "stats.json not an object": ({0, 2}, ("stats.json",), True), "picks index out of range": ({2}, ("picks.jsonl",), False),
+    "match index out of range": ({2}, ("picks.jsonl",), False), "duplicate pick line": ({2}, ("picks.jsonl",), False),
+    "torn picks.jsonl": ({2}, ("picks.jsonl",), False), "corrupt store": ({2}, ("judgments.sqlite",), False),
+    "other n in config.yaml": ({2}, ("config.yaml",), False), "deleted results.csv": ({0}, (), True),
+}
+
+
+def _damage_view(run: Path, how: str, rng: Random) -> None:
+    picks = run / "picks.jsonl"
+    lines = picks.read_text(encoding="utf-8").splitlines(keepends=True)
+    i = rng.randrange(len(lines))
+    if how == "deleted stats.json":
+        (run / "stats.json").unlink()
+    elif how == "edited stats.json identities":
+        stats = json.loads((run / "stats.json").read_text(encoding="utf-8"))
+        stats["identities"]["judges"][rng.choice(JUDGE_LABELS)] = {"edited": True}
+        (run / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    elif how == "stats.json not an object":
+        (run / "stats.json").write_text("[]", encoding="utf-8")
+    elif how in ("picks index out of range", "match index out of range"):
+        rec = json.loads(lines[i])
+        bad = rng.choice([3, -1, 99, "1", None, True, 1.5])
+        if how == "picks index out of range" or not rec.get("matches"):
+            rec["index"] = bad
+        else:
+            rec["matches"][0][rng.randrange(2)] = bad
+        lines[i] = json.dumps(rec) + "\n"
+        picks.write_text("".join(lines), encoding="utf-8")
+    elif how == "duplicate pick line":
+        picks.write_text("".join(lines + [lines[i]]), encoding="utf-8")
+    elif how == "torn picks.jsonl":
+        picks.write_bytes(picks.read_bytes()[: -rng.randint(2, 20)])
+    elif how == "corrupt store":
+        (run / "judgments.sqlite").write_bytes(b"not a database\n" * rng.randint(1, 300))
+    elif how == "other n in config.yaml":
+        cfg = run / "config.yaml"
+        cfg.write_text(cfg.read_text(encoding="utf-8").replace("  n: 3\n", f"  n: {rng.choice([2, 4, 5])}\n", 1),
+                       encoding="utf-8")
+    else:
+        (run / "results.csv").unlink()
+
+
+def make_view_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
+    """`bon view --out elsewhere` of the finished study, damaged: the same verdicts (found in the store with or
+    without stats.json), or one line naming the file; the run folder is only read (its store too)."""
+    extras = study_extras(fixtures)
+    rel = rng.choice(["run", "ünï run", "a b/run"])
+    shutil.copytree(fixtures.run, folder / rel)
+    chosen = sorted(rng.sample(list(VIEW_DAMAGE), rng.choice([0, 1, 1, 1, 2])), key=lambda h: not h.startswith("deleted"))
+    for how in chosen:
+        if how.startswith(("edited stats", "stats.json")) and "deleted stats.json" in chosen:
+            continue  # stats.json is gone: nothing to edit
+        _damage_view(folder / rel, how, rng)
+    kinds = [VIEW_DAMAGE[how] for how in chosen]
+    codes = {2} if any(c == {2} for c, _, _ in kinds) else {0, 2} if any(2 in c for c, _, _ in kinds) else {0}
+    names = [n for _, ns, _ in kinds for n in ns]
+    check = all(ok for _, _, ok in kinds)
+
+    def answer(case: Case, stdout: str) -> str | None:
+        if not check:
+            return None
+        got = _view_summary(stdout)
+        page = (case.cwd / "out" / "view.html").read_text(encoding="utf-8")
+        if got != extras.view_summary:
+            return f"view found {got!r}, the finished study gives {extras.view_summary!r}"
+        return "a verdict shown as not in the judgment store" if "not in the judgment store" in page else None
+
+    return Case("view", "+".join(chosen) or "none", ["view", "--run", rel, "--out", "out"], folder, frozenset(codes),
+                answer, tuple(names), watch=folder, may_write=("out/*",), timeout=60)
+
+
+TRADEOFF_DAMAGE = {  # damage -> (exit codes, names, answer checked at exit 0)
+    "deleted stats.json": ({0}, (), True), "deleted scores.jsonl": ({2}, ("scores.jsonl",), False),
+    "torn scores.jsonl": ({0, 2}, ("scores.jsonl",), True),  # the cut score may be of a held-out prompt: not read
+    "other n in config.yaml": ({2}, ("config.yaml",), False),
+    "stats.json not an object": ({2}, ("stats.json",), False), "deleted picks.jsonl": ({0}, (), True),
+    "deleted judgments.sqlite": ({0}, (), True), "corrupt store": ({2}, ("judgments.sqlite",), False),
+}
+
+
+def _damage_tradeoff(run: Path, how: str, rng: Random) -> None:
+    if how.startswith("deleted "):
+        (run / how[8:]).unlink()
+    elif how == "torn scores.jsonl" and (run / "scores.jsonl").exists():
+        path = run / "scores.jsonl"
+        path.write_bytes(path.read_bytes()[: -rng.randint(2, 20)])
+    elif how == "other n in config.yaml":
+        cfg = run / "config.yaml"
+        cfg.write_text(cfg.read_text(encoding="utf-8").replace("  n: 3\n", f"  n: {rng.choice([2, 4])}\n", 1), encoding="utf-8")
+    elif how == "stats.json not an object":
+        (run / "stats.json").write_text(rng.choice(["[]", "3", "\"x\""]), encoding="utf-8")
+    elif how == "corrupt store":
+        (run / "judgments.sqlite").write_bytes(b"garbage" * rng.randint(1, 50))
+
+
+def make_tradeoff_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
+    """`bon tradeoff` of one judge on the finished study, damaged: the same records (stats.json and the store
+    are rebuilt or asked again), or one line naming the file."""
+    extras = study_extras(fixtures)
+    rel = rng.choice(["run", "ünï run"])
+    shutil.copytree(fixtures.run, folder / rel)
+    chosen = sorted(rng.sample(list(TRADEOFF_DAMAGE), rng.choice([0, 1, 1, 1, 2])), key=lambda h: not h.startswith("deleted"))
+    for how in chosen:  # deletions first: a later damage may write the file again (a corrupt store), never the reverse
+        _damage_tradeoff(folder / rel, how, rng)
+    kinds = [TRADEOFF_DAMAGE[h] for h in chosen]
+    refusing = any(c == {2} for c, _, _ in kinds)
+    codes = {2} if refusing else {0, 2} if any(2 in c for c, _, _ in kinds) else {0}
+    names = tuple(n for h in chosen for n in TRADEOFF_DAMAGE[h][1])
+
+    def answer(case: Case, stdout: str) -> str | None:
+        got = _tradeoff_answer(case.cwd / "out" / "t.json")
+        if set(got) != set(extras.tradeoff):
+            return f"settings {sorted(set(got) ^ set(extras.tradeoff))} differ from the finished study's"
+        wrong = [k for k in got if not all(_close(a, b) for a, b in zip(got[k], extras.tradeoff[k]))]
+        return f"{wrong[0]}: {got[wrong[0]]}, the finished study gives {extras.tradeoff[wrong[0]]}" if wrong else None
+
+    corrupt = "corrupt store" in chosen
+    return Case("tradeoff", "+".join(chosen) or "none",
+                ["tradeoff", "--run", rel, *TRADEOFF_ARGS, "--out", "out", "--json", "out/t.json"], folder, frozenset(codes),
+                None if refusing else answer, names, watch=folder,
+                may_write=("out/*", f"{rel}/judgments.sqlite") if not corrupt else ("out/*",), timeout=120)
+
+
+WRITER_HOLDER = """import fcntl, json, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, json.dumps({"pid": os.getpid(), "command": "bon run", "since": time.time()}).encode())
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+os.unlink(sys.argv[1])
+"""
+WRITERS = {  # command -> (argv after the run folder is named, files it may write when it runs)
+    "select": (["select", "--run", "{run}", "--judge", "random"], ("{run}/picks/*", "{run}/judgments.sqlite")),
+    "curve": (["curve", "--run", "{run}", "--judge", "random", "--subsets", "2"], ("{run}/curves/*", "{run}/judgments.sqlite")),
+    "report": (["report", "--run", "{run}", "--bootstrap", "100", "--no-power"], ("{run}/*",)),
+    "resume": (["run", "{run}/config.yaml", "--out", "{run}"], ("{run}/*",)),
+    "tradeoff": (["tradeoff", "--run", "{run}", *TRADEOFF_ARGS], ("{run}/*",)),
+}
+READERS_UNDER_LOCK = {
+    "view elsewhere": ["view", "--run", "{run}", "--out", "out"],
+    "leaderboard": ["leaderboard", "--run", "{run}", "--task", "t2i", "--generator", "strong"],
+    "report elsewhere": ["report", "--run", "{run}", "--out", "out", "--bootstrap", "100", "--no-power"],
+}
+
+
+def make_concurrency_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
+    """A run folder whose writer lock another process holds (or a killed process left): a writer refuses at
+    once naming the holder, a reader runs as usual, a lock without a live holder is taken over."""
+    rel = rng.choice(["run", "ünï run"])
+    run = folder / rel
+    shutil.copytree(fixtures.run, run)
+    lock = run / ".bon-writer.lock"
+    state = rng.choice(["held", "held", "left by a killed process"])
+    kind = rng.choice(["writer", "writer", "reader"])
+    if kind == "writer":
+        command = rng.choice(list(WRITERS))
+        argv, may_write = WRITERS[command]
+    else:
+        command = rng.choice(list(READERS_UNDER_LOCK))
+        argv, may_write = READERS_UNDER_LOCK[command], ()
+    argv = [a.replace("{run}", rel) for a in argv]
+    may_write = tuple(g.replace("{run}", rel) for g in may_write) + ("out/*",)
+    if state != "held":
+        lock.write_text(json.dumps({"pid": 999999, "command": "bon demo", "since": 0}), encoding="utf-8")
+        may_write += (f"{rel}/.bon-writer.lock",)  # taken over, then removed by its new holder
+    refuses = state == "held" and kind == "writer"
+    return Case("concurrency", f"{state}: {kind} {command}", argv, folder, frozenset({2} if refuses else {0}), None,
+                ("another bon process", "pid") if refuses else (), watch=folder, may_write=may_write,
+                writer=lock if state == "held" else None, timeout=120)
+
+
+def _hold_writer_lock(path: Path, seconds: float) -> subprocess.Popen:
+    """Another process holding a run folder's writer lock for ``seconds`` (a real flock, in its own process)."""
+    proc = subprocess.Popen([sys.executable, "-c", WRITER_HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    proc.stdout.readline()
+    return proc
+
 
 READERS: dict[str, Callable[..., Case]] = {"config": make_config_case, "mmrb2": make_mmrb2_case,
                                            "run-folder": make_run_case, "cli-options": make_cli_case,
-                                           "fetch": make_fetch_case}
+                                           "fetch": make_fetch_case,
+                                           "merge": make_merge_case, "view": make_view_case, "tradeoff": make_tradeoff_case,
+                                           "concurrency": make_concurrency_case}

@@ -72,7 +72,8 @@ def outcome(run: Path) -> dict:
     """What the study decided: picks, results and every stored verdict (without latencies)."""
     db = sqlite3.connect(run / "judgments.sqlite")
     try:
-        verdicts = sorted(db.execute("SELECT prompt, a, b, sample, better, score, missing FROM judgments"))
+        rows = db.execute("SELECT prompt, a, b, sample, better, score, missing FROM judgments")
+        verdicts = sorted(rows, key=lambda row: tuple((v is None, 0 if v is None else v) for v in row))
     finally:
         db.close()
     return {"picks": (run / "picks.jsonl").read_text(), "results": (run / "results.csv").read_text(), "verdicts": verdicts}

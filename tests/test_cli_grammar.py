@@ -126,8 +126,8 @@ def test_study_commands_follow_the_grammar():
 
 @pytest.mark.parametrize("argv, words", [
     (["demo", "--prompts", "0"], ["--prompts"]),
-    (["demo", "--n", "0"], ["0"]),
-    (["demo", "--n", "1"], ["n = 1", "at least 2"]),
+    (["demo", "--n", "0"], ["--n", "0 is not in the range x>=2"]),  # one minimum for 0 and 1
+    (["demo", "--n", "1"], ["--n", "1 is not in the range x>=2"]),
     (["demo", "--strategy", "no-such-strategy"], ["no-such-strategy"]),
     (["demo", "--strategy-option", "seeding=sideways"], ["seeding"]),
     (["demo", "--strategy-option", "oops"], ["--strategy-option", "KEY=VALUE"]),
@@ -327,3 +327,13 @@ def test_verify_with_a_label_writes_its_own_scores_and_json(study, tmp_path):
     data = _strict(j)
     assert data["label"] == "again" and Path(data["scores_file"]).name == "scores_again.jsonl"
     assert (study / "scores_again.jsonl").exists()
+
+
+def test_version_unknown_command_and_a_folder_that_is_no_run(capsys):
+    assert main(["--version"]) == 0 and capsys.readouterr().out.strip().startswith("bon ")
+    assert main(["frobnicate"]) == 2
+    assert _one_line_error(capsys, "No such command 'frobnicate'").count("bon:") == 1
+    from pathlib import Path
+
+    assert main(["view", "--run", str(Path(__file__).resolve().parents[1] / "configs")]) == 2
+    _one_line_error(capsys, "configs: not a run folder")

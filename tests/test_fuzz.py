@@ -55,7 +55,7 @@ def assert_ok(case: Case) -> None:
     assert kind == "ok", f"[{case.reader}] {case.mutation}: {kind}: {detail}\n  bon {' '.join(case.argv)}\n{outcome.stderr[-1500:]}"
 
 
-@pytest.mark.parametrize("reader", ["config", "mmrb2", "run-folder", "cli-options"])
+@pytest.mark.parametrize("reader", ["config", "mmrb2", "run-folder", "cli-options", "merge", "view", "tradeoff", "concurrency"])
 def test_reader_never_tracebacks_lies_hangs_or_damages(reader, fixtures, tmp_path):
     folders = Folders(tmp_path)
 
@@ -294,3 +294,287 @@ def test_curve_refuses_unscored_candidates_before_judging(fixtures, tmp_path, ca
     assert rc == 2
     _one_error(err, "scores.jsonl", "no verifier score")
     assert fuzz_cases.snapshot(tmp_path / "run") == before
+
+
+
+# --- issue 27: merge, one writer per run folder, readers that check what they read ------------------
+
+
+@pytest.fixture(scope="module")
+def extras(fixtures):
+    """The tiny study as two shards, and what `bon view` and `bon tradeoff` find on it (made once)."""
+    return fuzz_cases.study_extras(fixtures)
+
+
+def _shards(extras, tmp_path: Path) -> list[Path]:
+    import shutil
+
+    return [Path(shutil.copytree(src, tmp_path / f"s{i}")) for i, src in enumerate(extras.shards)]
+
+
+def _relabelled_copy(dirs: list[Path]) -> None:
+    import shutil
+
+    shutil.rmtree(dirs[1])
+    shutil.copytree(dirs[0], dirs[1])
+    cfg = dirs[1] / "config.yaml"
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace("shard: 0/2", "shard: 1/2"), encoding="utf-8")
+    stats = dirs[1] / "stats.json"
+    stats.write_text(stats.read_text(encoding="utf-8").replace('"shard": "0/2"', '"shard": "1/2"'), encoding="utf-8")
+
+
+def _other_judge_version(dirs: list[Path]) -> None:
+    stats = json.loads((dirs[1] / "stats.json").read_text(encoding="utf-8"))
+    stats["identities"]["judges"]["random"]["version"] = 2
+    (dirs[1] / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+
+
+def _cut_last_pick(dirs: list[Path]) -> None:
+    lines = (dirs[1] / "picks.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (dirs[1] / "picks.jsonl").write_text("".join(lines[:-1]) + lines[-1][:30], encoding="utf-8")
+
+
+def _unknown_prompt(dirs: list[Path]) -> None:
+    lines = (dirs[1] / "picks.jsonl").read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[0])
+    rec["prompt_id"] = "no-such-prompt"
+    (dirs[1] / "picks.jsonl").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n", encoding="utf-8")
+
+
+def _remove(*globs: str):
+    def damage(dirs: list[Path]) -> None:
+        for pattern in globs:
+            for path in sorted(dirs[1].glob(pattern)):
+                if path.is_dir():
+                    import shutil
+
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+    return damage
+
+
+def _write(rel: str, data: bytes):
+    return lambda dirs: (dirs[1] / rel).write_bytes(data)
+
+
+@pytest.mark.parametrize("damage, named", [
+    (_remove("picks.jsonl"), "picks.jsonl"),                        # merged 32 of 64 picks, exit 0
+    (_cut_last_pick, "picks.jsonl"),                                # its last line cut: the same
+    (lambda dirs: (dirs[1] / "picks.jsonl").write_text(
+        "".join((dirs[1] / "picks.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8"),
+     "no pick of"),                                                 # a whole line gone
+    (_remove("mmrb2/judgments/random"), "judgments"),                # accuracy from half the pairs
+    (_remove("scores.jsonl"), "scores.jsonl"),
+    (_remove("judgments.sqlite"), "judgments.sqlite"),              # the merged store held half the answers
+    (_write("judgments.sqlite", b""), "judgments.sqlite"),          # an empty store: none of the answers paid for
+    (_remove("candidates/strong/images/*.png"), "candidate image"),  # merged, then the merged folder failed
+    (_relabelled_copy, "another shard"),                            # every pick twice
+    (_other_judge_version, "judge random differs"),                 # one version claimed, both in the store
+    (_write("judgments.sqlite", b"not a database\n" * 300), "judgments.sqlite"),  # named no shard
+    (_write("stats.json", b"[1, 2]"), "JSON object"),               # traceback
+    (_write("stats.json", b"{oops"), "stats.json"),                 # traceback
+    (_unknown_prompt, "no-such-prompt"),                            # traceback
+])
+def test_merge_refuses_a_damaged_shard_before_writing(extras, tmp_path, capfd, damage, named):
+    """Each case of issue 27 that merged into wrong numbers or a traceback: one line naming the damaged shard's
+    folder, exit 2, no output folder (not even half of one) and both shards unchanged."""
+    dirs = _shards(extras, tmp_path)
+    damage(dirs)
+    before = [fuzz_cases.snapshot(d) for d in dirs]
+    rc, err = _cli(["merge", "--run", "s0", "--run", "s1", "--out", "merged"], tmp_path, capfd)
+    assert rc == 2
+    _one_error(err, "s1", named)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s0", "s1"]  # no merged folder, no temporary one
+    assert [fuzz_cases.snapshot(d) for d in dirs] == before
+
+
+def test_merge_of_read_only_shards_is_the_unsharded_study(fixtures, extras, tmp_path, capfd):
+    """Shards are only read (their stores opened read-only: no WAL files appear beside them); the merged folder
+    holds the unsharded study's results."""
+    import stat
+
+    dirs = _shards(extras, tmp_path)
+    before = [fuzz_cases.snapshot(d) for d in dirs]
+    for d in dirs:
+        for path in [d, *d.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        rc, err = _cli(["merge", "--run", "s1", "--run", "s0", "--out", "merged"], tmp_path, capfd)
+        assert rc == 0, err
+        assert [fuzz_cases.snapshot(d) for d in dirs] == before
+        assert not [p for d in dirs for p in d.rglob("*.sqlite-*")]
+    finally:
+        for d in dirs:
+            for path in [d, *d.rglob("*")]:
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    assert fuzz_cases._same_results(fixtures, "merged/results.csv")(fuzz_cases.Case("merge", "", [], tmp_path, frozenset()), "") is None
+
+
+def test_a_second_writer_refuses_at_once_and_readers_never_wait(fixtures, tmp_path, capfd):
+    """While a process holds a run folder's writer lock, `bon select` (a writer) exits 2 naming its pid and
+    command and changes nothing; `bon view --out elsewhere` and `bon leaderboard` (readers) run as usual."""
+    import shutil
+
+    from bon.runlock import writer_lock
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    with writer_lock(tmp_path / "run", "bon demo"):
+        before = fuzz_cases.snapshot(tmp_path / "run")
+        rc, err = _cli(["select", "--run", "run", "--judge", "random"], tmp_path, capfd)
+        assert rc == 2
+        _one_error(err, "another bon process", f"pid {os.getpid()}", "bon demo")
+        assert fuzz_cases.snapshot(tmp_path / "run") == before
+        assert _cli(["view", "--run", "run", "--out", "v"], tmp_path, capfd)[0] == 0
+        assert _cli(["leaderboard", "--run", "run", "--task", "t2i", "--generator", "strong"], tmp_path, capfd)[0] == 0
+    assert not (tmp_path / "run/.bon-writer.lock").exists()
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(fixtures, tmp_path, capfd):
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    holder = subprocess.Popen([sys.executable, "-c", fuzz_cases.WRITER_HOLDER, str(tmp_path / "run/.bon-writer.lock"), "60"],
+                              stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()
+    rc, err = _cli(["select", "--run", "run", "--judge", "random"], tmp_path, capfd)
+    assert rc == 2 and f"pid {holder.pid}" in _one_error(err, "another bon process")
+    holder.kill()  # killed: its lock file stays, its lock does not
+    holder.wait()
+    holder.stdout.close()
+    assert (tmp_path / "run/.bon-writer.lock").exists()
+    rc, err = _cli(["select", "--run", "run", "--judge", "random"], tmp_path, capfd)
+    assert rc == 0, err
+    assert not (tmp_path / "run/.bon-writer.lock").exists()
+
+
+def test_two_demos_into_one_folder(tmp_path):
+    """Two `bon demo --out SAME` at once: the second exits 2 at once naming the first; the finished folder
+    equals an uninterrupted run's (no judge paid twice, no duplicate candidate lines)."""
+    import subprocess
+    import sys
+    import time
+
+    from scale_helpers import assert_same_run
+
+    argv = [sys.executable, "-m", "bon.cli", "demo", "--prompts", "1", "--n", "2"]
+    env = {**os.environ, "BON_QUIET": "1", "MPLBACKEND": "Agg", "PYTHONPATH": os.pathsep.join([str(fuzz_cases.ROOT), os.environ.get("PYTHONPATH", "")])}
+    first = subprocess.Popen([*argv, "--out", "same"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / "same/.bon-writer.lock"
+    deadline = time.monotonic() + 120
+    while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lock.exists(), "the first demo never took the lock"
+    started = time.monotonic()
+    second = subprocess.run([*argv, "--out", "same"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    refused_in = time.monotonic() - started
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    first.stderr.close()
+    assert second.returncode == 2
+    line = second.stderr.strip()
+    assert "\n" not in line and f"pid {first.pid}" in line and "bon demo" in line, line
+    assert first.poll() == 0 and refused_in < 60
+    alone = subprocess.run([*argv, "--out", "alone"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stderr
+    assert_same_run(tmp_path / "same", tmp_path / "alone")
+    stats = [json.loads((tmp_path / d / "stats.json").read_text(encoding="utf-8")) for d in ("same", "alone")]
+    assert [s["judges"][j]["calls_made"] for s in stats for j in sorted(s["judges"])][:9] == \
+        [s["judges"][j]["calls_made"] for s in stats for j in sorted(s["judges"])][9:]
+
+
+def _edit_n(run: Path, n: int) -> None:
+    cfg = run / "config.yaml"
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace("  n: 3\n", f"  n: {n}\n", 1), encoding="utf-8")
+
+
+@pytest.mark.parametrize("argv, damage, named", [
+    (["tradeoff", "--run", "run", "--judge", "random", "--bootstrap", "100"], lambda r: _edit_n(r, 2), "config.yaml"),  # exit 0, other numbers
+    (["tradeoff", "--run", "run", "--judge", "random", "--bootstrap", "100"], lambda r: (r / "scores.jsonl").unlink(), "scores.jsonl"),  # TypeError
+    (["leaderboard", "--run", "run", "--task", "t2i", "--generator", "strong"], lambda r: _edit_n(r, 2), "config.yaml"),
+    (["report", "--run", "run", "--out", "rep", "--bootstrap", "100", "--no-power"], lambda r: _edit_n(r, 4), "config.yaml"),
+    (["view", "--run", "run", "--out", "v"], lambda r: (r / "picks.jsonl").write_text(
+        (r / "picks.jsonl").read_text(encoding="utf-8").replace("[[0, 1, ", "[[0, 7, ", 1), encoding="utf-8"), "picks.jsonl"),
+    (["view", "--run", "run", "--out", "v"], lambda r: (r / "picks.jsonl").write_text(
+        (r / "picks.jsonl").read_text(encoding="utf-8") * 2, encoding="utf-8"), "a second pick"),  # shown twice
+    (["view", "--run", "run", "--out", "v"], lambda r: (r / "stats.json").write_text("[]"), None),  # exit 0: see below
+])
+def test_readers_check_what_they_read(fixtures, tmp_path, capfd, argv, damage, named):
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    damage(tmp_path / "run")
+    before = fuzz_cases.snapshot(tmp_path / "run")
+    rc, err = _cli(argv, tmp_path, capfd)
+    if named is None:
+        assert rc == 0, err
+    else:
+        assert rc == 2
+        _one_error(err, named)
+        assert fuzz_cases.snapshot(tmp_path / "run") == before
+
+
+@pytest.mark.parametrize("stats", [None, '{"identities": {"judges": {"random": {"edited": 1}}}}'])
+def test_view_finds_the_verdicts_without_or_with_an_edited_stats_json(fixtures, extras, tmp_path, capfd, stats):
+    """Every match verdict used to show as "not in the judgment store"; the run folder (store included) is
+    only read: no WAL files appear, no file changes."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    if stats is None:
+        (tmp_path / "run/stats.json").unlink()
+    else:
+        (tmp_path / "run/stats.json").write_text(stats, encoding="utf-8")
+    before = fuzz_cases.snapshot(tmp_path / "run")
+    from bon.cli import main
+
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["view", "--run", "run", "--out", "v"]) == 0
+    finally:
+        os.chdir(here)
+    printed = capfd.readouterr().out
+    assert fuzz_cases._view_summary(printed) == extras.view_summary
+    assert "not in the judgment store" not in (tmp_path / "v/view.html").read_text(encoding="utf-8")
+    assert fuzz_cases.snapshot(tmp_path / "run") == before and not list((tmp_path / "run").glob("*.sqlite-*"))
+
+
+def test_tradeoff_without_stats_json_keeps_every_setting(fixtures, extras, tmp_path, capfd):
+    """The cascade settings silently went missing without stats.json (their cheap judge is chosen by cost);
+    now the costs are rebuilt from the store and the records are the finished study's."""
+    import shutil
+
+    shutil.copytree(fixtures.run, tmp_path / "run")
+    (tmp_path / "run/stats.json").unlink()
+    from bon.runfolder import RunFolder
+    from bon.recorded import read_study_config, recorded_or_rebuilt_stats
+
+    run = RunFolder(tmp_path / "run", existing=True)
+    rebuilt = recorded_or_rebuilt_stats(run, read_study_config(run))
+    recorded = json.loads((fixtures.run / "stats.json").read_text(encoding="utf-8"))
+    assert {j: s["calls_made"] for j, s in rebuilt["judges"].items()} == {j: s["calls_made"] for j, s in recorded["judges"].items()}
+    rc, err = _cli(["tradeoff", "--run", "run", *fuzz_cases.TRADEOFF_ARGS, "--out", "t", "--json", "t.json"], tmp_path, capfd)
+    assert rc == 0, err
+    assert fuzz_cases._tradeoff_answer(tmp_path / "t.json") == extras.tradeoff
+
+
+def test_report_md_escapes_html_and_markdown_in_labels(fixtures, tmp_path, capfd):
+    """A judge label holding HTML or a Markdown link was copied into report.md as markup."""
+    import shutil
+
+    from bon.content import slug
+
+    run = Path(shutil.copytree(fixtures.run, tmp_path / "run"))
+    evil = "<img src=x onerror=alert(1)>[x](http://evil)"
+    for rel in ("picks.jsonl", "config.yaml", "stats.json", "results.csv"):
+        text = (run / rel).read_text(encoding="utf-8")
+        quoted = json.dumps(evil)[1:-1] if rel.endswith(("json", "jsonl")) else f"'{evil}'" if rel == "config.yaml" else f'"{evil}"'
+        text = text.replace('"random"' if rel.endswith(("json", "jsonl")) else "random", f'"{quoted}"' if rel.endswith(("json", "jsonl")) else quoted)
+        (run / rel).write_text(text, encoding="utf-8")
+    (run / "mmrb2/judgments/random").rename(run / "mmrb2/judgments" / slug(evil))
+    rc, err = _cli(["report", "--run", "run", "--out", "rep", "--bootstrap", "100", "--no-power"], tmp_path, capfd)
+    assert rc == 0, err
+    text = (tmp_path / "rep/report.md").read_text(encoding="utf-8")
+    assert "onerror" in text and "<img" not in text and "[x](http://evil)" not in text, [ln for ln in text.splitlines() if "<img" in ln]

@@ -122,3 +122,34 @@ def test_a_bad_leakage_setting_is_one_line() -> None:
         parse_policy({"grader_judges": "drop"}, "study.yaml")
     with pytest.raises(BonError, match="leakage: unknown key"):
         parse_policy({"graders": "keep"}, "study.yaml")
+
+
+def test_no_output_of_the_demo_names_a_left_out_judge_best_without_its_flag(tmp_path: Path, capsys) -> None:
+    """One leakage policy for every output: the console's best judge, report.md, leaderboard.csv and
+    tradeoff.json never name a judge sharing the verifier's grader as the best unless flagged; the random
+    baseline is never "worse than random"."""
+    import pandas as pd
+
+    run = tmp_path / "demo"
+    assert main(["demo", "--out", str(run), "--prompts", "2", "--n", "4", "--seed", "3"]) == 0
+    console = capsys.readouterr().out
+    twins = {"verifier-twin", "verifier-twin-32px"}
+    rows = [line.split() for line in console.splitlines() if line.split()[:1] in (["t2i"], ["edit"], ["interleaved"], ["reasoning"])]
+    assert len(rows) == 8 and not {row[-2] for row in rows} & twins  # best judge (BoN score)
+    assert all(row[2] == "7" for row in rows) and "left out of the correlation" in console and all(t in console for t in twins)
+    board = pd.read_csv(run / "leaderboard.csv", keep_default_na=False)
+    assert set(board[board.judge.isin(twins)]["left_out"]) == {"shares the verifier's grader (synthetic-checks)"}
+    for _, sub in board.groupby(["task", "generator", "strategy"]):
+        top = sub.sort_values("rank").iloc[0]
+        assert top.judge not in twins or top.left_out
+    report = (run / "report.md").read_text()
+    agreement = next(line for line in report.splitlines() if "most accurate judge" in line or line.startswith("- It did not in"))
+    assert "left out by the leakage policy" in report and agreement
+    worse = [line for line in report.splitlines() if "worse than a random pick" in line]
+    assert all("random (" not in line for line in worse)
+    assert main(["tradeoff", "--run", str(run), "--bootstrap", "100", "--gate", "1", "--judge", "verifier-twin",
+                 "--judge", "ocr"]) == 0
+    payload = json.loads((run / "tradeoff.json").read_text())
+    assert set(payload["left_out"]) == {"verifier-twin"}
+    assert all(("left_out" in r) == (r["judge"] in twins) for r in payload["records"])
+    assert not {r["options"].get("cascade") for r in payload["records"]} & twins

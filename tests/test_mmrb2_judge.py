@@ -89,11 +89,20 @@ def test_transient_failures_are_asked_again_on_rerun(tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(RandomJudge, "judge", rate_limited)
     args = ["mmrb2", "judge", "--judge", "random", "--bench-dir", str(bench), "--task", "t2i", "--out-file", str(out)]
-    assert main(args) == 0
+    assert main(args) == 3  # transient failures end the command with exit 3, never 0
+    assert capsys.readouterr().err.strip() == "bon: 2 calls pending after transient failures; rerun the same command to continue"
     first = json.loads(out.read_text())
-    assert first["pair2"]["forward"][0] == {"judgement": "", "evaluator": "random", "metadata": {"missing": "HTTP 429", "transient": True}}
+    assert "pair2" not in first and len(first) == 3  # pending, not written as if it were final
+    # accuracy says which pairs it could not score and why, instead of a silently smaller denominator
+    assert main(["mmrb2", "accuracy", "--bench-dir", str(bench), str(out), "--json", str(tmp_path / "acc.json")]) == 0
+    assert "not scored: 1 pairs: pair2 (not in the judgment file)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "acc.json").read_text())["tasks"]["image"]["unscored"] == {"pair2": "not in the judgment file"}
+    older = {**first, "pair2": {d: [{"judgement": "", "evaluator": "random", "metadata": {"missing": "HTTP 429", "transient": True}}]
+                                for d in ("forward", "reverse")}}  # a file an older bon wrote
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert main(["mmrb2", "accuracy", "--bench-dir", str(bench), str(tmp_path / "older.json")]) == 0
+    assert "pair2 (forward: HTTP 429 (transient: rerun bon mmrb2 judge); reverse: HTTP 429" in capsys.readouterr().out
     monkeypatch.setattr(RandomJudge, "judge", real)
-    capsys.readouterr()
     assert main(args) == 0
     assert "calls made 2," in capsys.readouterr().out  # only pair2, both orders
     assert json.loads(out.read_text())["pair2"]["forward"][0]["judgement"] in ("A", "B")

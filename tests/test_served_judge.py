@@ -103,7 +103,13 @@ def test_sglang_command_line(tmp_path):
 
 
 @pytest.mark.parametrize("serve, options, wanted", [
-    ({"engine": "tgi"}, {}, "serve: engine must be vllm or sglang, got 'tgi'"),
+    ({"engine": "tgi"}, {}, "serve: engine must be vllm, sglang, transformers or command, got 'tgi'"),
+    ({"engine": "command"}, {}, "serve: engine command needs command: the server's command line"),
+    ({"engine": "command", "command": "srv --port {prot}"}, {}, "command word '{prot}': unknown"),
+    ({"engine": "vllm", "command": ["x"]}, {}, "serve: command is for engine command"),
+    ({"engine": "command", "command": ["x"], "health": "health"}, {}, "serve: health must be a path starting with /"),
+    ({"engine": "transformers", "model": "/w"}, {}, "transformers serve names its model by the weights it loads"),
+    ({"engine": "transformers", "tensor_parallel": 2}, {}, "transformers serve has no tensor or data parallelism"),
     ({"engine": "vllm", "replica": 2}, {}, "serve: unknown key(s) replica (known: engine, model,"),
     ({"engine": "vllm", "replicas": 0}, {}, "serve: replicas must be an integer of at least 1, got 0"),
     ({"engine": "vllm", "tensor_parallel": 2, "gpus_per_replica": 1}, {}, "gpus_per_replica 1 is less than"),
@@ -173,3 +179,25 @@ def test_a_server_whose_bon_process_is_killed_is_stopped_by_its_watchdog(tmp_pat
     while alive(server) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(server)
+
+
+def test_engine_command_runs_any_server_from_its_template(whole, tmp_path):
+    """``engine: command``: the server's own command line with {fields} filled in and nothing added (no
+    --served-model-name, no parallel sizes), ready at its ``health`` path; the study ends where the vLLM
+    run ends."""
+    from serve_helpers import STANDIN
+
+    record = tmp_path / "servers"
+    record.mkdir()
+    study = served_study(tmp_path / "run", record, replicas=2)
+    template = [sys.executable, str(STANDIN), "--record", str(record), "serve", "{model}", "--host", "{host}",
+                "--port", "{port}"]
+    study["judges"][0]["serve"] = {"engine": "command", "command": template, "health": "/v1/models", "replicas": 2,
+                                   "gpus_per_replica": 0, "startup_timeout": 30}
+    assert main(["run", str(write_config(tmp_path, "command", study))]) == 0
+    started = servers(record)
+    assert len(started) == 2 and all(s["requests"] for s in started)
+    for s in started:
+        assert s["argv"] == ["--record", str(record), "serve", "org/judge-7b", "--host", "127.0.0.1", "--port", str(s["port"])]
+    assert_all_stopped(record)
+    assert outcome(tmp_path / "run") == outcome(whole[0])

@@ -67,7 +67,7 @@ class Parts:
     def judge_parts(self, judge, comps):
         for start in range(0, len(comps), self.size):
             self.seen.append(JudgmentStore(self.path).count())  # what the driver had stored before this part
-            yield judge.judge(comps[start : start + self.size])
+            yield start, judge.judge(comps[start : start + self.size])
 
 
 def test_an_executor_answering_in_parts_has_each_part_stored_as_it_arrives(tmp_path):

@@ -97,6 +97,67 @@ def test_report_and_leaderboard_carry_the_tradeoff(demo_run, tmp_path):
     assert json.loads(board.read_text())["cheapest_within"]["judges"] == expected
 
 
+def test_two_copies_of_a_study_give_the_same_tradeoff(demo_run, tmp_path):
+    """The default cascade comes from the study's data (never from measured seconds) and each judge is
+    replayed on the store as it was before the command, so copies give byte-identical records, whether the
+    judges run in one process or in several."""
+    import shutil
+
+    copies = [tmp_path / "a", tmp_path / "b"]
+    for copy in copies:
+        shutil.copytree(demo_run, copy)
+        for stale in ("tradeoff.json", "tradeoff.md"):
+            (copy / stale).unlink(missing_ok=True)
+    assert main(["tradeoff", "--run", str(copies[0]), "--bootstrap", "100", "--workers", "1"]) == 0
+    assert main(["tradeoff", "--run", str(copies[1]), "--bootstrap", "100", "--workers", "2"]) == 0
+    first, second = ((c / "tradeoff.json").read_bytes() for c in copies)
+    assert first == second
+    payload = json.loads(first)
+    cascades = {r["options"]["cascade"] for r in payload["records"] if r["family"] == "cascade"}
+    assert len(cascades) == 1 and not cascades & set(payload["left_out"])  # never a judge the leakage policy leaves out
+    assert set(payload["left_out"]) == {"verifier-twin", "verifier-twin-32px"}
+    for r in payload["records"]:
+        assert (r["judge"] in payload["left_out"]) == ("left_out" in r)
+        assert r["costs_more"] == (r["calls_cut"] is not None and r["calls_cut"] < -1e-9)
+        if r["gating"] == "safe":  # safe needs the flip analysis and no measured loss
+            assert r["loss_lo"] <= 0
+
+
+def test_a_cascade_whose_cheap_judge_settles_every_match_is_the_cheap_judges(demo_run, tmp_path):
+    """With cascade_gate 0 a cheap judge that never ties (position-bias always answers A) settles every match:
+    the main judge was never asked, and the row carries the cheap judge's name."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    assert main(["tradeoff", "--run", str(run), "--judge", "ocr", "--cascade", "position-bias", "--strategy-option",
+                 "cascade_gate=0", "--bootstrap", "100", "--gate", "1"]) == 0
+    [row] = [r for r in json.loads((run / "tradeoff.json").read_text())["records"] if r["family"] == "cascade"]
+    gate = row["gate_report"]
+    assert gate["settled"] == gate["matches"] > 0
+    assert row["judge"] == "position-bias" and row["asked_for"] == "ocr" and row["decided_by"] == {"position-bias": 1.0}
+    assert "ocr never asked" in row["setting"]
+
+
+def test_decided_by_names_who_settled_the_matches():
+    from analysis.tradeoff import decided_by
+
+    row = {"family": "cascade", "setting": "knockout cascade cheap", "gate_report": {"cascade": "cheap", "matches": 8, "settled": 2}}
+    assert decided_by(row, "main") == {"decided_by": {"cheap": 0.25, "main": 0.75}}
+    row["gate_report"]["settled"] = 8
+    assert decided_by(row, "main")["judge"] == "cheap"
+    assert decided_by({"family": "knockout", "setting": "knockout"}, "main") == {"decided_by": {"main": 1.0}}
+
+
+def test_final_gating_calls_a_measured_loss_unsafe():
+    from analysis.tradeoff import final_gating
+
+    assert final_gating({"gating": "safe", "loss_lo": 0.0006, "loss_hi": 0.0207})[0] == "unsafe"
+    assert final_gating({"gating": "safe", "loss_lo": -0.001, "loss_hi": 0.02}) == ("safe", final_gating(
+        {"gating": "safe", "loss_lo": -0.001, "loss_hi": 0.02})[1])
+    assert final_gating({"gating": None, "loss_lo": 0.1, "loss_hi": 0.2}) == (None, None)
+
+
 def test_cheapest_within_prefers_fewer_calls_inside_the_loss():
     records = [
         {"judge": "j", "setting": "knockout", "calls_per_prompt": 14, "loss": 0.0},
@@ -149,3 +210,9 @@ def test_flips_of_the_released_samples(tmp_path):
 
 def test_flips_needs_input():
     assert main(["mmrb2", "flips"]) == 2
+
+
+def test_an_unknown_judge_lists_the_studys_labels_and_suggests_one(demo_run, capsys):
+    assert main(["tradeoff", "--run", str(demo_run), "--judge", "ocrr"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("bon: error: judge 'ocrr': not a judge of this study (verifier-twin,") and "did you mean 'ocr'?" in err

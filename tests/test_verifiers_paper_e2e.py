@@ -3,9 +3,9 @@
 
 Each test runs the real config file from configs/ (paths pointed at the tiny models built once per
 session, N = 3 and one or two prompts instead of 8 and the whole copy, to keep the suite fast: two
-prompts only where a test looks at the second one): benchmark suite -> two base generators -> knockout
-with two or three judges -> the benchmark's verifier -> results table and report, which names the
-metric that scored the study.
+prompts only where a test looks at the second one), each once for the module: benchmark suite -> two
+base generators -> knockout with three judges -> the benchmark's verifier -> results table and report,
+which names the metric that scored the study and the failed scores per setting.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def tiny(tmp_path_factory) -> Path:
 
 
 N = 3  # candidates per prompt: a knockout with a bye, 2(N - 1) calls a prompt all the same
+PROMPTS = {"t2i": 2, "edit": 1, "interleaved": 1, "reasoning": 2}  # 2 where a test reads the second prompt
+METRIC = {"t2i": "vqascore, metric official", "edit": "gedit, metric bon", "interleaved": "isg, metric bon",
+          "reasoning": "emma, metric official"}  # the tiny configs pin bon's metric where a random model writes no JSON
 
 
 def shrunk_config(name: str, tiny: Path, out: Path, n: int = N, limit: int = 2) -> Path:
@@ -79,35 +82,63 @@ def scores(run: Path, file: str = "scores.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run / file).read_text().splitlines() if line.strip()]
 
 
-def check_run(run: Path, generators: int, judges: int, metric: str, n: int = N, prompts: int = 2) -> list[dict]:
-    rows = results(run)
+def check_run(run: Path, generators: int, judges: int, task: str, n: int = N) -> list[dict]:
+    """Every (generator, judge) scored, both axes filled (the published accuracies the config's
+    ``accuracies: published`` names) and a correlation over all three judges in the report."""
+    rows, prompts = results(run), PROMPTS[task]
     assert len(rows) == generators * judges
     assert all(r["bon_score"] != "" and r["random_score"] != "" for r in rows)
     assert all(int(r["judge_calls"]) == prompts * 2 * (n - 1) for r in rows)  # knockout: 2(N-1) calls a prompt
-    assert all(r["mmrb2_accuracy"] == "" for r in rows)  # no preference set from a benchmark suite
+    assert all(r["mmrb2_accuracy"] != "" for r in rows)  # the x axis: published, no preference set from a suite
+    with (run / "correlations.csv").open() as fh:
+        settings = [r for r in csv.DictReader(fh) if r["scope"] == "setting"]
+    assert len(settings) == generators and all(int(r["n_judges"]) == judges for r in settings)
     recs = scores(run)
     assert len(recs) == generators * prompts * n
-    report = (run / "report.md").read_text(encoding="utf-8")
-    assert f"- **Verifier metric:** {metric}\n" in report
+    report = (run / "report.md").read_text()
+    assert "**Answer in one line:** Pearson r =" in report and "Not enough data" not in report
+    assert f"- **Verifier metric:** {METRIC[task]}\n" in report
     failed = next(line for line in report.splitlines() if line.startswith("- **Failed verifier scores:** "))
     for gen in {r["generator"] for r in recs}:  # per setting: failed of stored
         count = sum(r["score"] is None for r in recs if r["generator"] == gen)
-        assert f"/{gen}: {count} of {prompts * n}" in failed
+        assert f"{task}/{gen}: {count} of {prompts * n}" in failed
     assert (run / "figures" / "correlation.png").exists()
     return recs
 
 
+TASKS = ("t2i", "edit", "interleaved", "reasoning")
+
+
 @pytest.fixture(scope="module")
-def reasoning_run(tiny, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("e2e") / "reasoning"
-    assert main(["run", str(shrunk_config("paper_reasoning_tiny", tiny, out))]) == 0
-    return out
+def paper_runs(tiny, tmp_path_factory) -> dict[str, Path]:
+    """`bon run` on each of the four configs/paper_*_tiny.yaml, once for the module."""
+    runs = {}
+    for task in TASKS:
+        out = tmp_path_factory.mktemp("e2e") / task
+        assert main(["run", str(shrunk_config(f"paper_{task}_tiny", tiny, out, limit=PROMPTS[task]))]) == 0
+        runs[task] = out
+    return runs
 
 
-def test_t2i_genai_bench_vqascore(tiny, tmp_path):
-    out = tmp_path / "t2i"
-    assert main(["run", str(shrunk_config("paper_t2i_tiny", tiny, out))]) == 0
-    recs = check_run(out, generators=2, judges=3, metric="vqascore, metric official")
+@pytest.fixture(scope="module")
+def reasoning_run(paper_runs) -> Path:
+    return paper_runs["reasoning"]
+
+
+def test_the_four_runs_make_the_papers_figure_and_table(paper_runs, tmp_path, capsys):
+    out = tmp_path / "figure"
+    assert main(["figure", *[a for t in TASKS for a in ("--run", str(paper_runs[t]))], "--out", str(out)]) == 0
+    assert "tasks: t2i, edit, interleaved, reasoning" in capsys.readouterr().out
+    assert (out / "figures" / "correlation.png").stat().st_size > 10_000 and (out / "figures" / "correlation.svg").exists()
+    table = (out / "table.md").read_text().splitlines()
+    assert [line.split(" | ")[0] for line in table[2:10]] == [f"| {t}" for t in TASKS for _ in (0, 1)]
+    with (out / "correlations.csv").open() as fh:
+        assert {r["task"] for r in csv.DictReader(fh) if r["scope"] == "setting"} == set(TASKS)
+
+
+def test_t2i_genai_bench_vqascore(paper_runs):
+    out = paper_runs["t2i"]
+    recs = check_run(out, generators=2, judges=3, task="t2i")
     assert all(r["missing"] is None and 0.0 <= r["score"] <= 1.0 for r in recs)
     d = recs[0]["details"]
     assert d["question"].startswith('Does this figure show "') and d["grader"]["revision"].startswith("local:")
@@ -116,10 +147,9 @@ def test_t2i_genai_bench_vqascore(tiny, tmp_path):
     assert prompts[1]["metadata"]["category"] == "advanced"
 
 
-def test_edit_gedit_bench_sc_pq(tiny, tmp_path):
-    out = tmp_path / "edit"
-    assert main(["run", str(shrunk_config("paper_edit_tiny", tiny, out, limit=1))]) == 0
-    recs = check_run(out, generators=2, judges=2, metric="gedit, metric bon", prompts=1)
+def test_edit_gedit_bench_sc_pq(paper_runs):
+    out = paper_runs["edit"]
+    recs = check_run(out, generators=2, judges=3, task="edit")
     for r in recs:
         d = r["details"]
         assert r["missing"] is None
@@ -129,10 +159,9 @@ def test_edit_gedit_bench_sc_pq(tiny, tmp_path):
     assert prompts[0]["content"][1][0] == "image" and (out / prompts[0]["content"][1][1]).exists()
 
 
-def test_interleaved_isg_bench_levels(tiny, tmp_path):
-    out = tmp_path / "interleaved"
-    assert main(["run", str(shrunk_config("paper_interleaved_tiny", tiny, out, limit=1))]) == 0
-    recs = check_run(out, generators=2, judges=2, metric="isg, metric bon", prompts=1)
+def test_interleaved_isg_bench_levels(paper_runs):
+    out = paper_runs["interleaved"]
+    recs = check_run(out, generators=2, judges=3, task="interleaved")
     first = [r for r in recs if r["prompt_id"] == "0000"]
     strong = [r for r in first if r["generator"] == "strong"]
     weak = [r for r in first if r["generator"] == "weak"]
@@ -144,7 +173,7 @@ def test_interleaved_isg_bench_levels(tiny, tmp_path):
 
 
 def test_reasoning_emma_exact_match(reasoning_run):
-    recs = check_run(reasoning_run, generators=2, judges=2, metric="emma, metric official")
+    recs = check_run(reasoning_run, generators=2, judges=3, task="reasoning")
     assert all(r["score"] in (0.0, 1.0) and "rule" in r["details"] for r in recs)
     assert {r["details"]["reference"] for r in recs} == {"C", "9"}
 
@@ -164,7 +193,7 @@ def test_verify_command_other_verifier_separate_file_and_resume(reasoning_run, t
     got = {(r["generator"], r["prompt_id"], r["index"]): r["score"] for r in scores(reasoning_run, "scores_humans.jsonl")}
     assert got[("strong", "math_1", 2)] == pytest.approx(0.5)
     rows = {(r["generator"], r["judge"]): r for r in s["results"]}
-    assert rows[("strong", "vlm-logits")]["bon_score"] is not None and rows[("weak", "vlm-logits")]["bon_score"] is None
+    assert rows[("strong", "Qwen3-VL-8B")]["bon_score"] is not None and rows[("weak", "Qwen3-VL-8B")]["bon_score"] is None
     assert (reasoning_run / "results_humans.csv").exists()
     record = json.loads((reasoning_run / "scores_humans.json").read_text())
     assert record["identity"]["sha256"] and record["verifier"] == "labels"

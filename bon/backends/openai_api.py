@@ -1,9 +1,14 @@
 """The one OpenAI-compatible client: chat judges, API graders, chat generators and image generators
 all reach OpenAI, Gemini's compatible endpoint or a local vLLM / SGLang server through it.
 
-The transport and the retries are the ``openai`` SDK's own (``max_retries``, ``timeout``): it retries
-timeouts, dropped connections, 408/409/429 and 5xx with exponential backoff and honours
-``Retry-After`` up to two minutes. bon adds its rules on top:
+The transport is the ``openai`` SDK's; the retries are bon's, with the SDK's rules (``max_retries``,
+``timeout``): timeouts, dropped connections, 408/409/429 and 5xx are retried with exponential backoff
+(0.5 s doubling to 8 s) or after the server's ``Retry-After`` (up to two minutes; a longer one is not waited for). bon adds its rules on top:
+
+- **a budget in time:** ``retry_for`` (seconds, default 120; ``"2m"`` also reads) bounds how long an
+  endpoint keeps trying once it is failing: from its first transient failure with no answer since,
+  no retry is scheduled and no new request sent past the budget, so a dead server ends the command
+  (exit 3, every unanswered call pending) in about ``retry_for``, not after every retry of every call;
 
 - **transient or final:** what is still failing after the retries is an :class:`ApiFailure` whose
   ``transient`` says whether a later run should ask again (timeouts, connections, 408/409/425/429,
@@ -24,7 +29,9 @@ timeouts, dropped connections, 408/409/429 and 5xx with exponential backoff and 
 
 from __future__ import annotations
 
+import math
 import os
+import random
 import re
 import threading
 import time
@@ -34,7 +41,7 @@ from typing import Any, Callable, Sequence, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from bon.backends import require
-from bon.errors import BonError, first_line
+from bon.errors import BonError, Stopped, first_line
 from bon.redact import check_env_name, redact_text, remember, remember_url
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -44,6 +51,8 @@ TOKEN_PARAMS = ("max_completion_tokens", "max_tokens")
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)(?!.*-chat)", re.IGNORECASE)
 REFUSED_BY_REASONING = ("temperature", "top_p", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty")
 TRANSIENT_STATUS = frozenset({401, 403, 404, 408, 409, 425, 429})
+RETRIED_STATUS = frozenset({408, 409, 429})  # and 5xx: the statuses the SDK itself would retry
+BACKOFF_FIRST_S, BACKOFF_MAX_S, RETRY_AFTER_MAX_S = 0.5, 8.0, 120.0
 
 Body = Union[dict[str, Any], Callable[[], dict[str, Any]]]
 
@@ -86,7 +95,8 @@ class OpenAIEndpoint:
     def __init__(self, model: str, who: str, base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
                  timeout: float = 120.0, max_retries: int = 4, concurrency: int = 4, preflight: bool = False,
                  preflight_timeout: float = 5.0, price_input: float | None = None, price_output: float | None = None,
-                 reasoning_model: bool | None = None, max_tokens_param: str = "max_completion_tokens") -> None:
+                 reasoning_model: bool | None = None, max_tokens_param: str = "max_completion_tokens",
+                 retry_for: float | str | None = 120.0) -> None:
         self.who = who
         if not model:
             raise BonError(f"{who}: option 'model' is required")
@@ -110,6 +120,8 @@ class OpenAIEndpoint:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < (0 if key == "max_retries" else 1e-9):
                 raise BonError(f"{who}: {key} must be a {'non-negative' if key == 'max_retries' else 'positive'} number, got {value!r}")
         self.timeout, self.max_retries, self.concurrency = float(timeout), int(max_retries), max(1, int(concurrency))
+        self.retry_for = parse_duration(retry_for, f"{who}: retry_for")
+        self._failing_since: float | None = None  # first transient failure with no answer since
         self.price_input, self.price_output = price_input, price_output
         self.reasoning = bool(REASONING_MODEL.match(self.model.rsplit("/", 1)[-1])) if reasoning_model is None else bool(reasoning_model)
         self.max_tokens_param = "max_completion_tokens" if self.reasoning else max_tokens_param
@@ -162,7 +174,7 @@ class OpenAIEndpoint:
         if self._client is None:
             openai = require("openai", self.who)
             self._client = openai.OpenAI(api_key=self.key(), base_url=self.base_url, max_retries=self.max_retries,
-                                         timeout=self.timeout)
+                                         timeout=self.timeout)  # the SDK's retries for other calls (Batch API jobs)
         return self._client
 
     def close(self) -> None:
@@ -174,15 +186,28 @@ class OpenAIEndpoint:
         started = time.perf_counter()
         try:
             payload = body() if callable(body) else body
-            options = {"headers": {"Content-Type": "multipart/form-data"}} if files else {}
-            resp = client.post(path, cast_to=_httpx().Response, body=payload, files=files, options=options)
         except BonError as exc:  # the input itself is bad (an unreadable image)
             return ApiFailure(str(exc), transient=False)
-        except Exception as exc:  # noqa: BLE001 - classify decides what it means
-            failure = self.classify(exc, key)
-            self.record(failure.attempts, None)
-            return failure
-        attempts = _attempts(resp.request)
+        options = {"headers": {"Content-Type": "multipart/form-data"}} if files else {}
+        attempts = 0
+        while True:
+            gave_up = self._gave_up()
+            if gave_up:
+                self.record(max(attempts, 1), None)
+                return ApiFailure(gave_up, transient=True, attempts=attempts)
+            attempts += 1
+            try:
+                resp = client.post(path, cast_to=_httpx().Response, body=payload, files=files,
+                                   options={**options, "timeout": self._attempt_timeout(), "max_retries": 0})
+                break
+            except Exception as exc:  # noqa: BLE001 - classify decides what it means
+                failure = self.classify(exc, key, attempts)
+                wait = self._retry_wait(exc, attempts) if failure.transient else None
+                if wait is None:
+                    self.record(attempts, None)
+                    return failure
+                time.sleep(wait)
+        self._answered()
         try:
             data = resp.json()
         except ValueError:
@@ -193,11 +218,47 @@ class OpenAIEndpoint:
         self.record(attempts, reply)
         return reply
 
-    def classify(self, exc: BaseException, key: str | None) -> ApiFailure:
-        """An SDK exception (after its retries) in bon's terms."""
+    # --- the retry budget ---------------------------------------------------------------------
+
+    def _retry_wait(self, exc: BaseException, attempts: int) -> float | None:
+        """Seconds to wait before the next attempt, or None: not a retried failure, no retries left, or
+        the wait would run past ``retry_for`` (the failure starts the endpoint's clock if it is the first)."""
+        with self._lock:
+            self._failing_since = self._failing_since or time.monotonic()
+            left = self._failing_since + self.retry_for - time.monotonic()
+        if attempts > self.max_retries or not _retried(exc, require("openai", self.who)):
+            return None
+        after = _retry_after(getattr(getattr(exc, "response", None), "headers", None))
+        wait = after or min(BACKOFF_FIRST_S * 2 ** (attempts - 1), BACKOFF_MAX_S) * (1 - 0.25 * random.random())
+        return wait if wait < left else None
+
+    def _gave_up(self) -> str | None:
+        """Why no request is sent any more: the endpoint has failed for longer than ``retry_for``."""
+        with self._lock:
+            since = self._failing_since
+        failing = time.monotonic() - since if since is not None else 0.0
+        if since is None or failing < self.retry_for:
+            return None
+        return (f"not sent: {self.shown_url} has failed for {failing:.0f} s with no answer "
+                f"(retry_for {self.retry_for:g} s); a rerun asks again")
+
+    def _attempt_timeout(self) -> float:
+        """``timeout``, but no longer than what is left of the budget while the endpoint is failing."""
+        with self._lock:
+            since = self._failing_since
+        if since is None:
+            return self.timeout
+        return min(self.timeout, max(1.0, since + self.retry_for - time.monotonic()))
+
+    def _answered(self) -> None:
+        with self._lock:
+            self._failing_since = None
+
+    def classify(self, exc: BaseException, key: str | None, attempts: int | None = None) -> ApiFailure:
+        """An SDK exception in bon's terms (``attempts``: how many were made, else the SDK's count)."""
         openai = require("openai", self.who)
         request = getattr(exc, "request", None) or getattr(getattr(exc, "response", None), "request", None)
-        attempts = _attempts(request)
+        attempts = attempts or _attempts(request)
         after = f" (after {attempts} attempts)" if attempts > 1 else ""
         if isinstance(exc, openai.APITimeoutError):
             return ApiFailure(f"timed out after {self.timeout:g} s{after}", transient=True, attempts=attempts)
@@ -291,6 +352,55 @@ def _httpx() -> Any:
     return httpx2
 
 
+def _retried(exc: BaseException, openai: Any) -> bool:
+    """What the SDK itself retries: timeouts, dropped connections, 408/409/429 and 5xx (unless the
+    server says ``x-should-retry: false`` or asks for a wait longer than two minutes)."""
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    response = getattr(exc, "response", None)
+    if not isinstance(exc, openai.APIStatusError) or response is None:
+        return False
+    after = _retry_after(response.headers, limit=math.inf)
+    if after is not None and after > RETRY_AFTER_MAX_S:
+        return False
+    told = response.headers.get("x-should-retry")
+    if told in ("true", "false"):
+        return told == "true"
+    return response.status_code in RETRIED_STATUS or response.status_code >= 500
+
+
+def _retry_after(headers: Any, limit: float = RETRY_AFTER_MAX_S) -> float | None:
+    """The server's ``retry-after-ms`` or ``Retry-After`` in seconds, when positive and at most ``limit``."""
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        try:
+            value = float((headers or {}).get(name)) * scale
+        except (TypeError, ValueError):
+            continue
+        if 0 < value <= limit:
+            return value
+    return None
+
+
+def parse_duration(value: Any, where: str) -> float:
+    """Seconds from a number or a string such as ``"120s"``, ``"2m"``, ``"1h"``; positive; None: no limit."""
+    if value is None:
+        return math.inf
+    scale = 1.0
+    if isinstance(value, str):
+        text = value.strip().lower()
+        for suffix, factor in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+            if text.endswith(suffix) and text[: -len(suffix)].strip():
+                text, scale = text[: -len(suffix)], factor
+                break
+        try:
+            value = float(text)
+        except ValueError:
+            raise BonError(f"{where}: expected seconds (a number, or e.g. 120s, 2m), got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise BonError(f"{where}: expected a positive number of seconds, got {value!r}")
+    return float(value) * scale
+
+
 def _attempts(request: Any) -> int:
     """Attempts made, from the retry count the SDK writes on each request."""
     try:
@@ -324,9 +434,10 @@ def safe_url(url: str) -> str:
 
 
 def check_endpoint(base_url: str, api_key: str | None, timeout: float, who: str, key_env: str | None = None) -> None:
-    """Preflight: ``GET {base_url}/models``. A refused connection, an unknown host, no answer within
-    ``timeout`` or a rejected key (401/403) is a one-line BonError; any other answer, even a 404 from a
-    server without ``/models``, means the endpoint is alive."""
+    """Preflight: ``GET {base_url}/models``. A refused connection or no answer within ``timeout`` is
+    transient (:class:`Stopped`, exit 3: start the server and rerun); an unknown host or a rejected key
+    (401/403) is a one-line BonError (exit 2); any other answer, even a 404 from a server without
+    ``/models``, means the endpoint is alive."""
     httpx2 = _httpx()
 
     shown = safe_url(base_url)
@@ -336,11 +447,11 @@ def check_endpoint(base_url: str, api_key: str | None, timeout: float, who: str,
         with httpx2.Client(timeout=timeout) as http:
             resp = http.get(base_url.rstrip("/") + "/models", headers=headers)
     except httpx2.TimeoutException:
-        raise BonError(f"{who}: {shown} did not answer within {timeout:g} s {hint}") from None
+        raise Stopped(f"{who}: {shown} did not answer within {timeout:g} s {hint}") from None
     except (httpx2.HTTPError, OSError, ValueError) as exc:
         cause = exc.__cause__ or exc.__context__
         if isinstance(cause, ConnectionRefusedError) or "refused" in str(exc).lower():
-            raise BonError(f"{who}: {shown} refused the connection; is the server running? {hint}") from None
+            raise Stopped(f"{who}: {shown} refused the connection; is the server running? {hint}") from None
         raise BonError(f"{who}: cannot reach {shown} ({type(exc).__name__}: {redact(first_line(exc), api_key)}) {hint}") from None
     if resp.status_code in (401, 403):
         holder = f"${key_env}" if key_env else "the configured key"

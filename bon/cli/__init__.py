@@ -21,6 +21,7 @@ from typing import Any, Callable
 import click
 from rich.console import Console
 
+from bon import __version__
 from bon.errors import BonError, Stopped
 
 out = Console(soft_wrap=True)
@@ -28,6 +29,7 @@ PLUGIN_KINDS = ("judge", "strategy", "generator", "verifier")
 
 
 @click.group(help="Best-of-N validation for Multimodal RewardBench 2 judges.")
+@click.version_option(__version__, "--version", prog_name="bon", message="%(prog)s %(version)s")
 def app() -> None:
     pass
 
@@ -103,6 +105,14 @@ def write_numbers(json_out: Path | None, record: Any) -> None:
             raise BonError(f"{json_out}: cannot write ({exc.strerror})") from None
 
 
+def exit_if_calls_pending(pending: int) -> None:
+    """Exit 3 with one line while transient failures (a dead server, timeouts, 5xx) left calls
+    unanswered: nothing of theirs is stored as final, and the same command asks them again."""
+    if pending:
+        print(f"bon: {pending} calls pending after transient failures; rerun the same command to continue", file=sys.stderr)
+        raise click.exceptions.Exit(3)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         rc = app.main(args=argv, prog_name="bon", standalone_mode=False)
@@ -136,7 +146,8 @@ def _error_line(exc: Exception) -> str:
 def _error_text(exc: Exception) -> str:
     if isinstance(exc, click.UsageError):  # BadParameter, NoSuchOption, MissingParameter...: names the command
         command = exc.ctx.command_path if exc.ctx is not None else "bon"
-        return f"{command}: {' '.join(exc.format_message().split())} (see `{command} --help`)"
+        message = " ".join(exc.format_message().split())
+        return f"{message} (see `{command} --help`)" if command == "bon" else f"{command}: {message} (see `{command} --help`)"
     if isinstance(exc, click.ClickException):
         return " ".join(exc.format_message().split())
     if isinstance(exc, OSError):  # a read-only folder, a full disk: naming the file

@@ -6,15 +6,17 @@ degenerate analysis exits with one line and leaves the folder as it was.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, run_option,
-                     write_numbers)
+from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
+                     run_option, write_numbers)
 from bon.errors import BonError
+from bon.runlock import holds_writer_lock, writer_lock
 
 RUN = run_option("A finished study folder.")
 JSON = json_option("the numbers (strict JSON)")
@@ -26,7 +28,10 @@ def _output_folder(run_dir: Path, out_dir: Optional[Path], accuracies: str, own:
     from bon.runfolder import RunFolder
 
     run = RunFolder(run_dir, existing=True)
-    if accuracies == "run" and own:
+    if accuracies is None and own:  # the axis the study's config names: the study's own report
+        return RunFolder(out_dir or run_dir)
+    accuracies = accuracies or "run"
+    if accuracies in ("run", "preference") and own:
         return RunFolder(out_dir or run_dir)
     target = out_dir or run.alternative(Path(accuracies).stem if accuracies != "run" else "benchmark")
     if target.resolve() == run.root.resolve():
@@ -45,8 +50,9 @@ MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.
               help="Output folder (default: the run folder; RUN/report-<accuracies> for other accuracies).")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=1000, show_default=True, metavar="B", help="Bootstrap replicates.")
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the bootstrap resampling.")
-@click.option("--accuracies", default="run", show_default=True, metavar="SOURCE",
-              help="Judge axis: run (the study's preference set), published (the MMRB2 paper's table) or a CSV/JSON file.")
+@click.option("--accuracies", default=None, metavar="SOURCE",
+              help="Judge axis: run (the study's preference set), published (the MMRB2 paper's table) or a CSV/JSON file "
+                   "[default: the config's accuracies key, else run].")
 @click.option("--bench-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="A real MMRB2 folder: the predictor table uses its pairs (same-model flag from model_name) and --predictions.")
 @click.option("--predictions", multiple=True, metavar="JUDGE=FILE",
@@ -64,15 +70,24 @@ MAX_LOSS = click.option("--max-loss", type=click.FloatRange(min=0.0), default=0.
               help="A failed verifier score: as the benchmark's official code treats it, 0, or missing (its prompt "
                    "leaves BoN, random and oracle); default: the config's on_failure (official).")
 @JSON
-def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
            predictions: tuple[str, ...], power: bool, max_loss: float, grader_judges: Optional[str],
            overlapping_pairs: Optional[str], on_failure: Optional[str], json_out: Optional[Path]) -> None:
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
+    check_output_file(json_out)
+    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
+    in_place = accuracies == "run" and pairs is None and (out_dir is None or out_dir.resolve() == run_dir.resolve())
+    with writer_lock(run_dir, "bon report") if in_place and run_dir.is_dir() else nullcontext():  # one writer at a time
+        _report(run_dir, out_dir, bootstrap, seed, accuracies, bench_dir, pairs, power, max_loss, grader_judges,
+                overlapping_pairs, on_failure, json_out, lock_output=not in_place)
+
+
+def _report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: str, bench_dir: Optional[Path],
+            pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
+            on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
     from analysis.bundle import compute
     from analysis.report import write_report
 
-    check_output_file(json_out)
-    pairs = _benchmark_pairs(run_dir, bench_dir, predictions)
     bundle = compute(run_dir, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
@@ -82,7 +97,8 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
         raise BonError(f"{run_dir}: {problem}; nothing written")
     folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
     try:
-        written = write_report(bundle, folder)
+        with writer_lock(folder.root, "bon report") if lock_output else nullcontext():
+            written = write_report(bundle, folder)
     except OSError as exc:
         raise BonError(f"{exc.filename or folder.root}: cannot write the report ({exc.strerror})") from None
     pooled = bundle.pooled()
@@ -100,7 +116,12 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
 def view(run_dir: Path, out_dir: Optional[Path]) -> None:
     """Every MMRB2 pair and Best-of-N match side by side with both orders' verdicts, filterable (view.html)."""
     from analysis.viewer import write_viewer
+    from bon.runfolder import RunFolder
 
+    run = RunFolder(run_dir, existing=True)
+    if not any(p.exists() for p in (run.config, run.picks, run.mmrb2)):
+        raise BonError(f"{run_dir}: not a run folder (no config.yaml, picks.jsonl or mmrb2/); give the folder that "
+                       "`bon run` or `bon demo` wrote")
     try:
         path, data = write_viewer(run_dir, out_dir)
     except OSError as exc:
@@ -165,7 +186,7 @@ def power(run_dir: Path, width: float, task: Optional[str], generator: Optional[
     check_output_file(json_out)
     result = power_analysis(run_dir, width=width, task=task, generator=generator, seed=seed)
     out.print(format_power(result), highlight=False)
-    write_numbers(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings")})
+    write_numbers(json_out, {k: result[k] for k in ("model", "width", "recommendation", "pairs", "grid", "pilot_settings", "left_out")})
 
 
 @app.command()
@@ -203,39 +224,52 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
 @click.option("--margin-gate", "margin_gates", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="G",
               help="Gates on the judge's own margin, for judges that keep one (repeatable; default 0.25, 0.1, 0.05, 0.02).")
 @click.option("--cascade", "cascades", multiple=True, metavar="SPEC",
-              help="Cheap judge of the cascades (a spec or the study's judge label; repeatable; default: the study's "
-                   "cheapest judge by money, then judge seconds, per call; 'none': no cascade).")
+              help="Cheap judge of the cascades (a spec or the study's judge label; repeatable; default: from the study's "
+                   "own data: among the judges the leakage policy keeps and at least as accurate as their median, the "
+                   "cheapest by money per call, then the most accurate; 'none': no cascade).")
 @plugin_options("strategy", "Option of the calibrated, cascade and uncertainty settings (e.g. max_flip=0.05, audit=0.2, tolerance=0.1), repeatable.")
 @click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
 @json_option("the records (strict JSON)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Folder for tradeoff.json and figures/ (default: the run folder).")
+@click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="Processes replaying judges side by side (0: one per CPU core); the records do not depend on it.")
+@holds_writer_lock("run_dir", "bon tradeoff")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
                      margin_gates: tuple[float, ...], cascades: tuple[str, ...], strategy_options: tuple[str, ...],
-                     max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path]) -> None:
+                     max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path],
+                     workers: int) -> None:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts (fixed
     and calibrated with an audit), cascades, seeded knockout, the uncertainty-driven strategy, round-robin, round-robin
     with early stop. Stored judgments are reused."""
+    from analysis import leakage
     from analysis.tradeoff import (DEFAULT_GATES, DEFAULT_MARGIN_GATES, cascade_judges, cheapest_within, default_settings,
-                                   tradeoff, write_tradeoff)
+                                   flags, study_judge, tradeoff, write_tradeoff)
+    from bon.progress import note
     from bon.study import load_study
 
+    note(f"tradeoff: reading {run_dir}")
     study = load_study(run_dir)
     check_output_file(json_out)
     extra = parse_options(judge_options)
     specs = list(judge_specs) or [j.label for j in study.cfg.judges]
-    judges = [study.judge(spec, extra or None) for spec in specs]
-    settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES, cascade_judges(study, cascades),
-                                parse_options(strategy_options, "--strategy-option"))
-    records = tradeoff(study, judges, settings, bootstrap=bootstrap)
+    judges = [study_judge(study, spec, extra or None) for spec in specs]
+    excluded = leakage.run_exclusions(study.run.root, [j.label for j in study.cfg.judges])
+    for spec in cascades:
+        if spec != "none":
+            study_judge(study, spec)  # an unknown cheap judge is a one-line error before any replay
+    settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES,
+                                cascade_judges(study, cascades, excluded), parse_options(strategy_options, "--strategy-option"))
+    records = tradeoff(study, judges, settings, bootstrap=bootstrap, excluded=excluded, workers=workers)
+    note("tradeoff: writing tradeoff.json, tradeoff.md and the figure")
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
-    out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24} {'gating':>9}")
+    out.print(f"{'judge':<14} {'setting':<28} {'calls':>6} {'cut':>5} {'BoN':>7} {'recov':>6} {'loss [95% CI]':>24}  gating and flags")
     for r in records:
         ci = f"{_fmt(r['loss'], '+.4f')} [{_fmt(r['loss_lo'], '+.4f')}, {_fmt(r['loss_hi'], '+.4f')}]"
         cut = "-" if r["calls_cut"] is None else f"{100 * r['calls_cut']:.0f}%"
         out.print(f"{r['judge']:<14} {r['setting']:<28} {r['calls_per_prompt']:6.2f} {cut:>5} {_fmt(r['bon_score'], '.4f'):>7} "
-                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24} {r['gating'] or '':>9}")
+                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24}  {flags(r)}", highlight=False)
     if max_loss is not None:
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f} per prompt"
@@ -245,19 +279,35 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
         if r.get("note"):
             out.print(f"{r['judge']}: {r['setting']}: {r['note']}", highlight=False)
     out.print(f"records: {paths['json']}  figure: {paths['figure']}")
+    exit_if_calls_pending(sum(r.get("calls_pending", 0) for r in records))  # transient failures: rerun
 
 
 @app.command()
-@click.option("--scores", "scores_csv", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
+@click.option("--scores", "scores_csv", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="CSV: task, generator, judge, bon_score[, random_score, oracle_score][, n_prompts, bon_sd]; "
                    "a run folder's results.csv works.")
+@click.option("--run", "runs", type=click.Path(path_type=Path, file_okay=False), multiple=True, metavar="DIR",
+              help="A finished study instead of --scores (repeatable): the four one-task paper runs make the paper's "
+                   "four-panel figure and table, each with the judge axis its config names.")
 @click.option("--accuracies", default="published", show_default=True, metavar="SOURCE",
-              help="published (the MMRB2 paper's table) or a CSV with judge, task, accuracy (e.g. a run's accuracies.csv).")
+              help="With --scores: published (the MMRB2 paper's table) or a CSV with judge, task, accuracy (e.g. a run's accuracies.csv).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
-              help="Output folder for figures/correlation.png|svg and correlations.csv (default: <scores stem>_figure/ beside the CSV).")
-def figure(scores_csv: Path, accuracies: str, out_dir: Optional[Path]) -> None:
-    """The paper's correlation figure for your own Best-of-N scores."""
-    from analysis.scores_figure import scores_figure
+              help="Output folder for figures/correlation.png|svg and correlations.csv (default: <scores stem>_figure/ beside "
+                   "the CSV; with --run, paper_figure/ beside the first run).")
+def figure(scores_csv: Optional[Path], runs: tuple[Path, ...], accuracies: str, out_dir: Optional[Path]) -> None:
+    """The paper's correlation figure for your own Best-of-N scores, or for finished runs (the paper's four tasks)."""
+    from analysis.scores_figure import runs_figure, scores_figure
 
+    if (scores_csv is None) == (not runs):
+        raise BonError("give either --scores FILE or one --run DIR per study (e.g. the four paper runs)")
+    if runs:
+        from bon.progress import note
+
+        note(f"figure: combining {len(runs)} runs")
+        result = runs_figure(list(runs), out_dir)
+        out.print(f"tasks: {', '.join(result['tasks'])}; png: {result['png']}  table: {result['markdown']}  "
+                  f"correlations: {result['correlations']}" + (f"; no accuracy for {', '.join(result['left_out'])}"
+                                                                if result["left_out"] else ""), highlight=False)
+        return
     result = scores_figure(scores_csv, accuracies=accuracies, out=out_dir)
     out.print(", ".join(f"{k}: {v}" for k, v in result.items() if k in ("png", "svg", "correlations", "matched", "left_out")))

@@ -9,8 +9,8 @@ from typing import Any, Mapping, Optional
 
 import click
 
-from bon.cli import (check_output_file, json_option, mmrb2_app, out, parse_options, plugin_options, retry_missing_option,
-                     write_numbers)
+from bon.cli import (check_output_file, exit_if_calls_pending, json_option, mmrb2_app, out, parse_options, plugin_options,
+                     retry_missing_option, write_numbers)
 from bon.errors import BonError
 from bon.tasks import SPELLINGS, TASKS, Task, parse_task
 
@@ -47,10 +47,19 @@ def mmrb2_accuracy(bench_dir: Path, task: Optional[str], predictions: tuple[Path
         unknown = f"  unknown ids {r['unknown_ids']} (ignored)" if r.get("unknown_ids") else ""
         out.print(f"{name:<12} accuracy {_percent(r['accuracy'])}  total {r['total_pairs']}  evaluated {r['evaluated_pairs']}  "
                   f"missing {r['missing_pairs']}  ({r['correct']}/{r['judgements']} judgements)  {by_task[parse_task(name)]}{unknown}")
+        _print_unscored(r["unscored"])
     if len(names) > 1:
         o = result["overall"]
         out.print(f"{'overall':<12} accuracy {_percent(o['accuracy'])}  ({o['correct']}/{o['judgements']} judgements, micro-averaged)")
     write_numbers(json_out, {"tasks": {n: result[n] for n in names}, "overall": result["overall"]})
+
+
+def _print_unscored(unscored: Mapping[str, str], shown: int = 5) -> None:
+    """The pairs left out of the denominator, each with why (the JSON lists them all)."""
+    if unscored:
+        listed = "; ".join(f"{pid} ({why})" for pid, why in list(unscored.items())[:shown])
+        more = f"; and {len(unscored) - shown} more (see --json)" if len(unscored) > shown else ""
+        out.print(f"{'':<12} not scored: {len(unscored)} pairs: {listed}{more}", highlight=False, markup=False)
 
 
 def _check_coverage(by_task: Mapping[Task, Path], wanted: Task | None, every_task: bool) -> None:
@@ -111,6 +120,7 @@ def mmrb2_judge(judge_spec: str, judge_options: tuple[str, ...], bench_dir: Path
     s = referee.stats
     out.print(f"{len(result)} pairs judged by {judge.name} -> {out_file}  "
               f"(calls made {s.calls_made}, from store {s.calls_cached}, missing {s.missing})")
+    exit_if_calls_pending(s.transient)
 
 
 @mmrb2_app.command("fetch")

@@ -15,16 +15,18 @@ from typing import Any, Callable, Iterator, Optional
 
 import click
 
-from bon.cli import (_fmt, app, check_output_file, json_option, out, parse_options, plugin_options, retry_missing_option,
-                     run_option, write_numbers)
+from bon.cli import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options, plugin_options,
+                     retry_missing_option, run_option, write_numbers)
 from bon.errors import BonError
+from bon.runlock import holds_writer_lock
 
 
 @app.command()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("bon-demo"), show_default=True,
               metavar="DIR", help="Run folder (created, or resumed).")
 @click.option("--prompts", type=click.IntRange(min=1), metavar="K", default=40, show_default=True, help="Prompts per task (Best-of-N and preference set each).")
-@click.option("--n", type=int, default=8, metavar="N", show_default=True, help="Candidates per prompt (at least 2).")
+@click.option("--n", type=click.IntRange(min=2), default=8, metavar="N", show_default=True,
+              help="Candidates per prompt (at least 2: with fewer there is nothing to choose).")
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the whole synthetic world.")
 @click.option("--strategy", default="knockout", show_default=True, metavar="NAME", help="Selection strategy.")
 @plugin_options("strategy")
@@ -106,7 +108,7 @@ def _run(cfg, json_out: Optional[Path], command: str) -> None:
         out.print(f"shard {cfg.shard}: {len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s "
                   f"in {outcome.run.root}; join all shards with `bon merge`")
     else:
-        _summary(outcome.correlations, outcome.results)
+        _summary(outcome.correlations, outcome.results, outcome.run.root, _uninformed(outcome))
         out.print(f"{len(outcome.results)} result rows in {time.perf_counter() - started:.1f} s; "
                   f"report: {outcome.run.report}  figure: {outcome.run.figure}")
     write_numbers(json_out, {"run": str(outcome.run.root), "stopped": outcome.stopped,
@@ -126,18 +128,35 @@ def _exit_if_pending(pending: dict[str, int]) -> None:
         raise click.exceptions.Exit(3)
 
 
-def _summary(correlations, results) -> None:
-    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge."""
+def _uninformed(outcome) -> dict[tuple[str, str, str, str], str]:
+    """The judges whose picks carry no information (every verdict missing, every match a coin toss)."""
+    from analysis.bon_metrics import load_prompt_level, uninformed_judges
+
+    return uninformed_judges(load_prompt_level(outcome.run.root)) if len(outcome.results) else {}
+
+
+def _summary(correlations, results, run_dir, uninformed: dict[tuple[str, str, str, str], str]) -> None:
+    """Per task and generator: r and ρ across judges, the random and oracle levels, the best judge the
+    leakage policy keeps among those with information (the others are named, with their reason, below)."""
+    from analysis import leakage
+
+    excluded = leakage.run_exclusions(run_dir, list(dict.fromkeys(results.judge)) if len(results) else None)
     out.print("[bold]Does MMRB2 accuracy predict Best-of-N gain?[/] (r, ρ across judges; downstream scores in [0, 1])")
     out.print(f"{'task':<12}{'generator':<11}{'judges':>6}{'r':>7}{'ρ':>7}{'random':>8}{'oracle':>8}  best judge (BoN score)")
     for row in correlations.itertuples():
         sub = results[(results.task == row.task) & (results.generator == row.generator)].dropna(subset=["bon_score"])
         if not len(sub):
             continue
-        best = sub.loc[sub.bon_score.idxmax()]
+        chance = {j: why for (t, g, j, _), why in uninformed.items() if (t, g) == (row.task, row.generator)}
+        best = leakage.best_judge(dict(zip(sub.judge, sub.bon_score)), {**excluded, **chance})
+        named = f"{best} ({sub.bon_score[sub.judge == best].iloc[0]:.3f})" if best else "-"
         out.print(f"{row.task:<12}{row.generator:<11}{row.n_judges:>6}{_fmt(row.pearson_r, '+.2f'):>7}{_fmt(row.spearman_rho, '+.2f'):>7}"
-                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {best.judge} ({best.bon_score:.3f})",
-                  highlight=False)
+                  f"{_fmt(sub.random_score.iloc[0]):>8}{_fmt(sub.oracle_score.iloc[0]):>8}  {named}", highlight=False)
+    if excluded:
+        out.print("left out of the correlation and of \"best judge\" (leakage): "
+                  + "; ".join(f"{j} ({why})" for j, why in excluded.items()), highlight=False)
+    for (task, gen, judge, strategy), reason in uninformed.items():
+        out.print(f"{task}/{gen}: {judge} ({strategy}): {reason}; never counted as best", highlight=False)
 
 
 @app.command()
@@ -151,6 +170,7 @@ def _summary(correlations, results) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed of the candidates.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="M", help="Only the first M prompts.")
 @json_option("the summary")
+@holds_writer_lock("out_dir", "bon generate")
 def generate(generator_spec: str, label: Optional[str], generator_options: tuple[str, ...], suite: Path, n: int, out_dir: Path,
              batch_size: Optional[int], seed: int, limit: Optional[int], json_out: Optional[Path]) -> None:
     """Sample N candidates per prompt of a suite; prompts already done are skipped."""
@@ -172,6 +192,7 @@ def generate(generator_spec: str, label: Optional[str], generator_options: tuple
 @click.option("--label", default=None, metavar="NAME", help="Name of another verifier's scores (default: its spec): scores_<label>.jsonl.")
 @plugin_options("verifier")
 @json_option("the summary")
+@holds_writer_lock("run_dir", "bon verify")
 def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_options: tuple[str, ...], json_out: Optional[Path]) -> None:
     """Score every candidate of a study once (resumable); another verifier writes scores_<label>.jsonl."""
     from bon.runfolder import RunFolder
@@ -285,6 +306,7 @@ def _referee(study, judge, command: str, retry_missing: bool = False) -> Iterato
 @_judge_on_a_study("picks and tables")
 @click.option("--n", "n", type=int, default=None, metavar="N", help="Use only the first n candidates of each prompt (2 ≤ n ≤ N).")
 @json_option("calls, results and picks")
+@holds_writer_lock("run_dir", "bon select")
 def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
            strategy_options: tuple[str, ...], retry_missing: bool, n: Optional[int], json_out: Optional[Path]) -> None:
     """Pick the best candidate per prompt with a judge and strategy on a finished study (judgments reused)."""
@@ -317,12 +339,14 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
                              "gates": referee.gate_reports(),
                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
+    exit_if_calls_pending(s.transient)
 
 
 @app.command()
 @_judge_on_a_study("the curve file")
 @click.option("--subsets", type=click.IntRange(min=1), default=20, metavar="K", show_default=True, help="Random n-subsets per prompt.")
 @json_option("the curve")
+@holds_writer_lock("run_dir", "bon curve")
 def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: tuple[str, ...], strategy_spec: str,
           strategy_options: tuple[str, ...], retry_missing: bool, subsets: int, json_out: Optional[Path]) -> None:
     """Best-of-n curve (n = 1, 2, 4, ..., N) of a judge and strategy, with the extra calls each n needs."""
@@ -332,10 +356,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
     check_output_file(json_out)
-    unscored = [c.key for by in study.candidates.values() for cands in by.values() for c in cands if c.key not in study.scores]
-    if unscored:  # the curve's numbers are verifier scores: refuse before any judge call, not halfway with a KeyError
-        raise BonError(f"{study.run.scores}: {len(unscored)} candidates have no verifier score (first {unscored[0]}); "
-                       "rerun the study (or `bon verify`) first")
+    study.require_scores()  # the curve's numbers are verifier scores: refuse before any judge call
     with _referee(study, judge, "curve", retry_missing) as referee:
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
     out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
@@ -346,6 +367,7 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
     write_numbers(json_out, record)
+    exit_if_calls_pending(referee.stats.transient)
 
 
 @app.command()

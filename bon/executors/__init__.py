@@ -5,8 +5,10 @@ judge batches to a pool of Ray actors and gets candidates (with image pixels), s
 back; the stages write them exactly as a local run does, so resume, ``--max-calls``, the judgment
 store and the run-folder layout do not depend on the executor. A served judge (``serve:``, see
 :mod:`bon.serve`) runs its replicas as subprocesses under ``local`` and as GPU-holding actors under
-``ray``. Config: ``executor: {name: local}`` or ``{name: ray, options: {address: auto | local | HOST:PORT, workers, cpus_per_worker, gpus_per_worker, batch}}``
-(address default: $RAY_ADDRESS if set, else a local cluster started and shut down by bon).
+``ray``. Config: ``executor: {name: local}`` or ``{name: ray, options: {address: auto | local | HOST:PORT, workers, cpus_per_worker, gpus_per_worker, batch,
+lost_node_timeout}}`` (address default: $RAY_ADDRESS if set, else a local cluster started and shut down by bon;
+lost_node_timeout, default 300 s: how long work may wait for a place after its node is lost before exit 3).
+Both executors hand results back as ``(index, result)`` pairs, Ray's in the order they finish.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from bon.errors import BonError
 from bon.executors.local import LocalExecutor
 
 EXECUTORS = ("local", "ray")
-RAY_OPTIONS = ("address", "workers", "cpus_per_worker", "gpus_per_worker", "batch", "num_cpus")
+RAY_OPTIONS = ("address", "workers", "cpus_per_worker", "gpus_per_worker", "batch", "num_cpus", "lost_node_timeout")
 
 
 def parse_executor(raw: Any, where: str) -> dict[str, Any]:

@@ -50,15 +50,15 @@ class LocalExecutor:
     name = "local"
 
     def sample_all(self, generator: Generator, prompts: Sequence[Prompt],
-                   seeds_of: Callable[[Prompt], list[int]]) -> Iterator[list[Candidate] | None]:
-        """Candidates of each prompt (None: pending after a transient failure), in prompt order."""
-        for prompt in prompts:
-            yield safe_sample(generator, prompt, seeds_of(prompt))
+                   seeds_of: Callable[[Prompt], list[int]]) -> Iterator[tuple[int, list[Candidate] | None]]:
+        """(prompt index, candidates; None: pending after a transient failure), in prompt order."""
+        for i, prompt in enumerate(prompts):
+            yield i, safe_sample(generator, prompt, seeds_of(prompt))
 
-    def score_all(self, verifier: Verifier, items: Sequence[tuple[Prompt, Candidate]]) -> Iterator[Score]:
-        """A score for each (prompt, candidate), in order."""
-        for prompt, cand in items:
-            yield safe_score(verifier, prompt, cand)
+    def score_all(self, verifier: Verifier, items: Sequence[tuple[Prompt, Candidate]]) -> Iterator[tuple[int, Score]]:
+        """(item index, score) for each (prompt, candidate), in order."""
+        for i, (prompt, cand) in enumerate(items):
+            yield i, safe_score(verifier, prompt, cand)
 
     def judge(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> list[Verdict]:
         return judge.judge(list(comparisons))

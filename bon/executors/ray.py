@@ -1,13 +1,16 @@
 """The Ray executor: stage work on a pool of Ray Core actors; the driver keeps store and run folder.
 
-Why a Ray Core actor pool and not Ray Data ``map_batches``: bon's stages already hand over ordered
-batches (a generator's prompts, a verifier's candidates, a knockout round's comparisons) and must
-write results in a fixed order for resume and byte-identical run folders; ``ray.util.ActorPool.map``
-gives exactly that (dynamic dispatch to idle actors, ordered results) without a dataset round trip.
+Why Ray Core actors and not Ray Data ``map_batches``: bon's stages already hand over batches (a
+generator's prompts, a verifier's candidates, a knockout round's comparisons), and the driver must
+store each result as it returns. The executor sends batches to idle workers and takes results with
+``ray.wait`` in the order they finish, not the order they were sent, so a batch stuck on a lost node
+never holds back the ones others finished (the stages put files back in input order at their end).
 Each actor builds a plugin from its spec once and keeps it while that stage lasts (one model at a
-time on an actor's GPU); actors are created with ``max_restarts=-1, max_task_retries=-1``, so a
-killed worker process is restarted and its task retried: nothing the driver stored is asked again,
-since the driver stores only what came back (a judge's verdicts batch by batch, as each returns).
+time on an actor's GPU). A worker that dies (its process killed, its node lost) has its batch sent
+again to a live worker, and the driver starts a replacement; while no worker is alive and no
+replacement can be placed, a line says so every ``NOTE_EVERY_S``, and after ``lost_node_timeout``
+(default 300 s) the stage stops with exit 3 naming the lost node and what was pending: nothing
+waits forever, and nothing the driver stored is asked again.
 Workers return candidates with their pixels, scores and verdicts; they read prompt and candidate
 images by path, so on a multi-node cluster the run folder must be on a shared filesystem. A served
 judge (:mod:`bon.serve`) gets actors of its own, one per replica with its GPUs, each running its
@@ -18,11 +21,14 @@ from __future__ import annotations
 
 import math
 import os
+import time
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from bon.content import Candidate, Prompt
-from bon.errors import BonError
+from bon.errors import BonError, Stopped
 from bon.plugins import Generator, PairwiseJudge, Score, Verifier
 from bon.progress import note
 from bon.protocol import Comparison, Verdict
@@ -30,6 +36,25 @@ from bon.protocol import Comparison, Verdict
 # Fault injection for tests: "stage:marker-file[,stage:marker-file]" makes the first worker that runs a
 # second task of ``stage`` create the marker and kill its own process (as an OOM kill or a lost node would).
 KILL_ENV = "BON_RAY_KILL_ONCE"
+LOST_NODE_TIMEOUT_S = 300.0  # how long work may wait for a place after its node (or worker) is lost
+NOTE_EVERY_S = 15.0  # a progress line this often while waiting for a place
+MAX_WORKER_DEATHS = 3  # a batch whose worker died this often (killed by what it asks?) stops the stage
+
+
+class NodeLost(Stopped):
+    """Work of a lost node could not be placed within ``lost_node_timeout``: rerun when the cluster has room."""
+
+
+@dataclass
+class Slot:
+    """One worker place: its actor, the node it runs on, and while it (re)starts, the ping it waits for."""
+
+    actor: Any
+    starting: Any = None  # the ping's ObjectRef while the actor is not yet placed
+    node: str = "?"
+    lost: str | None = None  # the node whose worker this slot replaces
+    since: float = 0.0  # when this slot began waiting for a place
+    busy: bool = False
 
 
 class PluginWorker:
@@ -60,8 +85,12 @@ class PluginWorker:
                 os._exit(1)
         self.done[stage] = self.done.get(stage, 0) + 1
 
-    def ping(self) -> int:
-        return os.getpid()
+    def ping(self) -> str:
+        """The node this worker runs on (its IP and the start of its node id)."""
+        import ray
+
+        context = ray.get_runtime_context()
+        return f"{ray.util.get_node_ip_address()} ({context.get_node_id()[:8]})"
 
     def sample(self, label: str, prompts: list[Prompt], seeds: list[list[int]]) -> list[list[Candidate] | None]:
         from bon.executors.local import safe_sample
@@ -143,7 +172,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, study: Any, address: str | None = None, workers: int = 2, cpus_per_worker: float | None = None,
-                 gpus_per_worker: float = 0, batch: int = 16, num_cpus: int | None = None):
+                 gpus_per_worker: float = 0, batch: int = 16, num_cpus: int | None = None,
+                 lost_node_timeout: float = LOST_NODE_TIMEOUT_S):
         try:
             import ray
         except ImportError:
@@ -151,11 +181,14 @@ class RayExecutor:
         if workers < 1 or batch < 1:
             raise BonError(f"executor ray: workers and batch must be at least 1, got {workers} and {batch}")
         self.ray = ray
-        self.workers, self.batch = int(workers), int(batch)
+        if isinstance(lost_node_timeout, bool) or not isinstance(lost_node_timeout, (int, float)) or not lost_node_timeout > 0:
+            raise BonError(f"executor ray: lost_node_timeout must be a positive number of seconds, got {lost_node_timeout!r}")
+        self.workers, self.batch, self.lost_node_timeout = int(workers), int(batch), float(lost_node_timeout)
         self.specs = _plugin_specs(study)
         self.started_cluster = False
-        self._pool = None
-        self._actors: list[Any] = []
+        self._slots: list[Slot] = []
+        self._remote: Any = None
+        self._noted = -1  # the last waiting line printed (in NOTE_EVERY_S steps)
         if not ray.is_initialized():
             self._start(address, num_cpus)
         total = ray.cluster_resources()
@@ -188,52 +221,63 @@ class RayExecutor:
         self.ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 2), runtime_env={"env_vars": {"PYTHONPATH": paths}}, **quiet)
         self.started_cluster = True
 
-    def pool(self):
-        if self._pool is None:
-            from ray.util import ActorPool
-
+    def slots(self) -> list[Slot]:
+        """The worker places, created on first use (placed while the first batches wait for them)."""
+        if not self._slots:
             env = {k: v for k, v in os.environ.items() if k.startswith("BON_")}  # bon's settings reach the workers
-            remote = self.ray.remote(PluginWorker).options(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1,
-                                                           max_task_retries=-1, runtime_env={"env_vars": env})
-            self._actors = [remote.remote(self.specs) for _ in range(self.workers)]
-            self.ray.get([a.ping.remote() for a in self._actors])
-            self._pool = ActorPool(self._actors)
-        return self._pool
+            # no restarts by Ray: the driver replaces a lost worker itself, with a time limit
+            self._remote = self.ray.remote(PluginWorker).options(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=0,
+                                                                 max_task_retries=0, runtime_env={"env_vars": env})
+            self._slots = [self._new_slot() for _ in range(self.workers)]
+        return self._slots
+
+    def _new_slot(self, lost: str | None = None) -> Slot:
+        actor = self._remote.remote(self.specs)
+        return Slot(actor, starting=actor.ping.remote(), lost=lost, since=time.monotonic())
 
     def sample_all(self, generator: Generator, prompts: Sequence[Prompt],
-                   seeds_of: Callable[[Prompt], list[int]]) -> Iterator[list[Candidate] | None]:
-        """One task per prompt (its N seeds are the model's batch); results in prompt order."""
+                   seeds_of: Callable[[Prompt], list[int]]) -> Iterator[tuple[int, list[Candidate] | None]]:
+        """(prompt index, candidates) as each prompt's task returns (its N seeds are the model's batch)."""
         label = self._label("generator", generator.name)
         tasks = [([p], [seeds_of(p)]) for p in prompts]
-        for result in self._map(lambda a, t: a.sample.remote(label, *t), tasks):
-            yield result[0]
+        for i, result in self._unordered(lambda a, t: a.sample.remote(label, *t), tasks, f"generator {label}"):
+            yield i, result[0]
 
-    def score_all(self, verifier: Verifier, items: Sequence[tuple[Prompt, Candidate]]) -> Iterator[Score]:
+    def score_all(self, verifier: Verifier, items: Sequence[tuple[Prompt, Candidate]]) -> Iterator[tuple[int, Score]]:
+        """(item index, score) batch by batch, as each batch returns."""
         label = self._label("verifier", verifier.name)
-        for scores in self._map(lambda a, chunk: a.score.remote(label, chunk), self._chunks(list(items))):
-            yield from scores
+        chunks = self._chunks(list(range(len(items))))
+        work = lambda a, idx: a.score.remote(label, [items[i] for i in idx])  # noqa: E731
+        for c, scores in self._unordered(work, chunks, f"verifier {label}"):
+            yield from zip(chunks[c], scores)
 
     def judge(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> list[Verdict]:
-        """A round's comparisons in batches over the actor pool, verdicts back in order."""
-        return [v for part in self.judge_parts(judge, comparisons) for v in part]
+        """A round's comparisons in batches over the workers, verdicts back in order."""
+        verdicts: list[Verdict | None] = [None] * len(comparisons)
+        for offset, part in self.judge_parts(judge, comparisons):
+            verdicts[offset : offset + len(part)] = part
+        return verdicts  # type: ignore[return-value]
 
-    def judge_parts(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> Iterator[list[Verdict]]:
-        """The verdicts of each batch, in order, as the batches come back (the referee stores each at
-        once); a served judge's over its own replica actors instead, ``store_every`` at a time."""
+    def judge_parts(self, judge: PairwiseJudge, comparisons: Sequence[Comparison]) -> Iterator[tuple[int, list[Verdict]]]:
+        """(offset, verdicts) of each batch as it returns (the referee stores each at once); a served
+        judge's over its own replica actors instead, ``store_every`` at a time."""
         from bon.serve import ServedJudge
 
         if isinstance(judge, ServedJudge):
             judge.launcher = self.start_replicas
             for start in range(0, len(comparisons), judge.store_every):
-                yield judge.judge(comparisons[start : start + judge.store_every])
+                yield start, judge.judge(comparisons[start : start + judge.store_every])
             return
         label = self._label("judge", judge.name)
-        yield from self._map(lambda a, chunk: a.judge.remote(label, chunk), self._chunks(list(comparisons)))
+        size = self._chunk_size(len(comparisons))
+        chunks = [list(comparisons[i : i + size]) for i in range(0, len(comparisons), size)]
+        for c, verdicts in self._unordered(lambda a, chunk: a.judge.remote(label, chunk), chunks, f"judge {label}"):
+            yield c * size, verdicts
 
     def start_replicas(self, judge: Any) -> list[RayReplica]:
         """One actor per replica with ``gpus_per_replica`` GPUs, each server started on its node; all
         waited for together, and all stopped again if one fails."""
-        from ray.exceptions import RayTaskError
+        from ray.exceptions import GetTimeoutError, RayTaskError
 
         settings = judge.settings
         have = self.ray.cluster_resources().get("GPU", 0)
@@ -245,34 +289,112 @@ class RayExecutor:
                                                         max_task_retries=0, runtime_env={"env_vars": env})
         replicas = [RayReplica(self.ray, remote.remote(judge.spec, i), f"judge {judge.name}: replica {i}")
                     for i in range(settings.replicas)]
+        wait = settings.startup_timeout + self.lost_node_timeout  # loading, plus finding a place: never forever
         try:
-            wheres = self.ray.get([r.actor.ready.remote() for r in replicas])
+            wheres = self.ray.get([r.actor.ready.remote() for r in replicas], timeout=wait)
         except BaseException as exc:
             for replica in replicas:
                 replica.stop()
             cause = getattr(exc, "cause", None) if isinstance(exc, RayTaskError) else None
             if isinstance(cause, BonError):
                 raise BonError(str(cause)) from None
+            if isinstance(exc, GetTimeoutError):
+                raise NodeLost(f"judge {judge.name}: {settings.replicas} replicas not ready within startup_timeout + "
+                               f"lost_node_timeout = {wait:g} s (no place for a replica's actor, or its server still "
+                               "loading); rerun when the cluster has room") from None
             raise
         for replica, where in zip(replicas, wheres):
             replica.where = where
         return replicas
 
-    def _map(self, submit: Callable, tasks: list) -> Iterator[Any]:
-        """Results in task order; a plugin's own one-line error (BonError) stays one line."""
-        from ray.exceptions import RayTaskError
+    def _unordered(self, submit: Callable, tasks: list, what: str) -> Iterator[tuple[int, Any]]:
+        """(task index, result) as each task returns. A task whose worker died goes back to the queue
+        for a live worker; a plugin's own one-line error (BonError) stays one line."""
+        from ray.exceptions import RayActorError, RayTaskError
+
+        queue, running, deaths = deque(range(len(tasks))), {}, [0] * len(tasks)
+        while queue or running:
+            for slot in self.slots():
+                if queue and slot.starting is None and not slot.busy:
+                    i = queue.popleft()
+                    running[submit(slot.actor, tasks[i])] = (slot, i)
+                    slot.busy = True
+            starting = {slot.starting: slot for slot in self._slots if slot.starting is not None}
+            done, _ = self.ray.wait([*running, *starting], num_returns=1, timeout=NOTE_EVERY_S / 3)
+            for ref in done:
+                if ref in starting:
+                    self._placed(starting[ref], ref)
+                    continue
+                slot, i = running.pop(ref)
+                slot.busy = False
+                try:
+                    result = self.ray.get(ref)
+                except RayActorError as exc:
+                    deaths[i] += 1
+                    if deaths[i] >= MAX_WORKER_DEATHS:  # not a lost node but a batch that kills its worker
+                        raise Stopped(f"executor ray: {what}: a batch of {len(tasks[i]) if isinstance(tasks[i], list) else 1} "
+                                      f"items lost its worker {deaths[i]} times ({str(exc).splitlines()[0][:120]}); "
+                                      "everything returned is stored: rerun (with a smaller batch) to retry it") from None
+                    queue.appendleft(i)
+                    self._lost(slot, exc)
+                    continue
+                except RayTaskError as exc:
+                    cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else None
+                    if isinstance(cause, BonError):
+                        raise BonError(str(cause)) from None
+                    raise
+                yield i, result
+            self._check_waiting(what, [tasks[i] for i in queue])
+
+    def _placed(self, slot: Slot, ref: Any) -> None:
+        """A (replacement) worker answered its ping, or died before it could."""
+        from ray.exceptions import RayActorError
 
         try:
-            yield from self.pool().map(submit, tasks)
-        except RayTaskError as exc:
-            cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else None
-            if isinstance(cause, BonError):
-                raise BonError(str(cause)) from None
-            raise
+            slot.node = self.ray.get(ref)
+        except RayActorError as exc:
+            self._lost(slot, exc)
+            return
+        if slot.lost:
+            note(f"[bold]ray[/]: a worker replacing the one on lost node {slot.lost} runs on {slot.node} "
+                 f"after {time.monotonic() - slot.since:.0f} s")
+        slot.starting, slot.lost, self._noted = None, None, -1
+
+    def _lost(self, slot: Slot, exc: BaseException) -> None:
+        """A worker died: its place gets a replacement, which Ray places when the cluster has room."""
+        node, was_running = slot.lost or slot.node, slot.starting is None
+        if was_running:  # a running worker died, not a replacement that never started
+            note(f"[bold red]ray[/]: the worker on node {node} was lost ({str(exc).splitlines()[0][:120]}); its batch "
+                 f"goes to a live worker, a replacement is started (waiting at most {self.lost_node_timeout:g} s)")
+        self.ray.kill(slot.actor)
+        fresh = self._new_slot(lost=node)
+        slot.actor, slot.starting, slot.lost = fresh.actor, fresh.starting, node
+        slot.since = fresh.since if was_running else slot.since  # a replacement's wait counts from the loss
+
+    def _check_waiting(self, what: str, queued: list) -> None:
+        """While no worker is alive and work waits: a line now and then, and exit 3 after the timeout."""
+        if not queued or any(slot.starting is None for slot in self._slots):
+            return
+        waited = time.monotonic() - min(slot.since for slot in self._slots)
+        lost = sorted({slot.lost for slot in self._slots if slot.lost})
+        nodes = f"node {', '.join(lost)} was lost and " if lost else ""
+        items = sum(len(t) if isinstance(t, (list, tuple)) else 1 for t in queued)
+        pending = f"{what}: {len(queued)} batches ({items} items) pending"
+        if waited > self.lost_node_timeout:
+            raise NodeLost(f"executor ray: {nodes}no worker could be placed within lost_node_timeout "
+                           f"{self.lost_node_timeout:g} s ({pending}); everything returned is stored: rerun when the "
+                           "cluster has room")
+        if int(waited // NOTE_EVERY_S) > self._noted:
+            self._noted = int(waited // NOTE_EVERY_S)
+            note(f"[bold]ray[/]: {nodes}waiting for a place for a worker: {waited:.0f} of "
+                 f"{self.lost_node_timeout:g} s (lost_node_timeout; {pending})")
+
+    def _chunk_size(self, count: int) -> int:
+        """At most ``batch`` items per task, and enough tasks to keep every worker busy."""
+        return max(1, min(self.batch, math.ceil(count / self.workers)))
 
     def _chunks(self, items: list) -> list[list]:
-        """At most ``batch`` items per task, and enough tasks to keep every worker busy."""
-        size = max(1, min(self.batch, math.ceil(len(items) / self.workers)))
+        size = self._chunk_size(len(items))
         return [items[i : i + size] for i in range(0, len(items), size)]
 
     def _label(self, kind: str, label: str) -> str:
@@ -281,9 +403,9 @@ class RayExecutor:
         return label
 
     def close(self) -> None:
-        for actor in self._actors:
-            self.ray.kill(actor)
-        self._actors, self._pool = [], None
+        for slot in self._slots:
+            self.ray.kill(slot.actor)
+        self._slots = []
         if self.started_cluster:
             self.ray.shutdown()
             self.started_cluster = False

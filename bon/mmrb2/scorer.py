@@ -60,6 +60,33 @@ def accuracy(pairs: Iterable[Pair], judgments: Mapping[str, Mapping[str, Any]]) 
     }
 
 
+def unscored_pairs(pairs: Iterable[Pair], judgments: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Why each pair the denominator leaves out (wholly or in one direction) was not scored: absent
+    from the file, or the stored reason of its missing judgement (unparseable, transient...), so a
+    smaller denominator is never silent."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        entry = judgments.get(pair.id)
+        if not isinstance(entry, Mapping):
+            out[pair.id] = "not in the judgment file"
+            continue
+        reasons = [f"{d}: {_missing_reason(entry.get(d))}" for d in ("forward", "reverse")
+                   if first_judgement(entry.get(d)) is None]
+        if reasons:
+            out[pair.id] = "; ".join(reasons)
+    return out
+
+
+def _missing_reason(samples: Any) -> str:
+    first = samples[0] if isinstance(samples, list) and samples and isinstance(samples[0], Mapping) else None
+    meta = first.get("metadata") if first is not None else None
+    reason = meta.get("missing") if isinstance(meta, Mapping) else None
+    if first is None:
+        return "no judgement"
+    transient = " (transient: rerun bon mmrb2 judge)" if isinstance(meta, Mapping) and meta.get("transient") else ""
+    return (str(reason)[:160] if reason else "empty judgement") + transient
+
+
 def overall(task_results: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Micro-average over all counted judgements (the official overall); the macro mean is given
     alongside because it differs whenever tasks have different numbers of counted judgements."""
@@ -85,7 +112,8 @@ def evaluate(bench_dir: Path, predictions: Mapping[str, Path]) -> dict[str, Any]
     out: dict[str, Any] = {}
     for task in (t.scorer for t in TASKS):
         if task in tasks:
-            out[task] = accuracy(load_pairs(find_task_file(bench_dir, task)), load_judgments(tasks[task]))
+            pairs, judgments = load_pairs(find_task_file(bench_dir, task)), load_judgments(tasks[task])
+            out[task] = {**accuracy(pairs, judgments), "unscored": unscored_pairs(pairs, judgments)}
     out["overall"] = overall([out[t.scorer] for t in TASKS if t.scorer in out])
     return out
 

@@ -114,7 +114,7 @@ class Posterior:
 
     def leader(self, key: tuple) -> int:
         scores = self.mean[: self.n]
-        top = [i for i in range(self.n) if np.isclose(scores[i], scores.max(), atol=1e-9)]
+        top = [int(i) for i in np.flatnonzero(np.isclose(scores, scores.max(), atol=1e-9))]
         if len(top) == 1:
             return top[0]
         digest = hashlib.sha256(repr(("uncertainty", key)).encode()).digest()

@@ -1,4 +1,5 @@
-"""Stage 2: N candidates per prompt and generator, appended prompt by prompt (resumable).
+"""Stage 2: N candidates per prompt and generator, appended prompt by prompt as each returns (resumable;
+prompts that came back out of order, from Ray workers, are put back in prompt order at the end).
 
 A prompt whose generation failed transiently (out of memory, a timeout, a 429/5xx answer), whether
 the generator raised or returned a candidate marked missing for such a reason, is not written: it
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bon.content import Candidate, Prompt, append_jsonl, load_candidates
+from bon.content import Candidate, Prompt, append_jsonl, load_candidates, reorder_jsonl
 from bon.errors import BonError
 from bon.executors.local import LocalExecutor
 from bon.plugins import Generator
@@ -45,12 +46,17 @@ def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int
     with bar(f"generate {generator.name}", len(prompts)) as progress:
         progress.advance(len(prompts) - len(todo))
         sampled = executor.sample_all(generator, todo, lambda p: candidate_seeds(seed, generator.name, p.id, n))
-        for prompt, cands in zip(todo, sampled):
+        shuffled, last = False, -1
+        for i, cands in sampled:
+            prompt, shuffled, last = todo[i], shuffled or i < last, i
             if cands is not None:
                 if len(cands) != n:
                     raise BonError(f"generator {generator.name}: {len(cands)} candidates for prompt {prompt.id}, expected {n}")
                 append_jsonl(run.candidates(generator.name), [c.to_json(folder, folder / "images") for c in cands])
             progress.advance()
+    if shuffled:
+        rank = {p.id: k for k, p in enumerate(prompts)}
+        reorder_jsonl(run.candidates(generator.name), lambda r: (rank.get(r.get("prompt_id"), -1), r.get("index", 0)))
     fresh = load_done(run, generator.name, n)
     return {p.id: fresh[p.id] for p in prompts if p.id in fresh}
 

@@ -76,7 +76,9 @@ def judge_pairs(
     """Judge every pair (or the first ``limit``) of one task; returns the official judgment mapping.
 
     Pairs complete in ``done`` (an earlier, interrupted run's file) are kept as they are; ``save`` is
-    called with everything so far after each batch, so a killed run loses at most one batch.
+    called with everything so far after each batch, so a killed run loses at most one batch. A pair
+    with a transient failure is not written (the referee's ``stats.transient`` counts its pending
+    calls): the file holds final answers only, and a rerun asks what is left.
     """
     task = parse_task(task)
     pairs = load_pairs(find_task_file(bench_dir, task))[:limit]
@@ -92,6 +94,8 @@ def judge_pairs(
             verdicts = referee.ask(comps)
             for i, pair in enumerate(chunk):
                 mine = verdicts[i * 2 * samples : (i + 1) * 2 * samples]
+                if any(v.transient for v in mine):
+                    continue  # pending, not final: left out of the file (its answered calls are in the store)
                 out[pair.id] = {
                     "forward": [judgment_entry(v, referee.judge.name) for v in mine[:samples]],
                     "reverse": [judgment_entry(v, referee.judge.name) for v in mine[samples:]],

@@ -6,6 +6,7 @@ import inspect
 from typing import Any
 
 from bon.content import Candidate, Prompt
+from bon.progress import note
 from bon.referee import Referee
 from bon.selection import Strategy, run_selection
 
@@ -31,6 +32,7 @@ def select(
 ) -> list[dict[str, Any]]:
     """One bracket per (generator, prompt), all played together so the judge sees full batches."""
     groups = [(p, cands[p.id]) for cands in candidates.values() for p in prompts]
+    note(f"select ({referee.judge.name}): {len(groups)} prompts x generators, {strategy_label(strategy)}")
     picks = run_selection(strategy, referee, groups, seed=seed)
     tasks = {p.id: p.task for p in prompts}
     return [

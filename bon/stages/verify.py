@@ -2,13 +2,15 @@
 
 A transient grading failure (out of memory, a timeout, a 429/5xx answer) is not written: the
 candidate stays pending (absent from the scores file) and the next run scores it. A final failure
-(an unparseable answer, refused content) is written as a missing score with its reason."""
+(an unparseable answer, refused content) is written as a missing score with its reason. Scores are
+written as they return; those that came back out of order (Ray workers) are put back in candidate
+order at the end, so the file is the one a local run writes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bon.content import Candidate, Prompt, append_jsonl, read_jsonl
+from bon.content import Candidate, Prompt, append_jsonl, read_jsonl, reorder_jsonl
 from bon.executors.local import LocalExecutor
 from bon.failures import looks_transient
 from bon.plugins import Score, Verifier
@@ -34,7 +36,9 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
     pending: list[dict] = []
     with bar(f"verify ({verifier.name})", len(candidates)) as progress:
         progress.advance(len(candidates) - len(todo))
-        for cand, score in zip(todo, executor.score_all(verifier, [(prompts[c.prompt_id], c) for c in todo])):
+        shuffled, last = False, -1
+        for i, score in executor.score_all(verifier, [(prompts[c.prompt_id], c) for c in todo]):
+            cand, shuffled, last = todo[i], shuffled or i < last, i
             if not (score.transient or (score.value is None and looks_transient(score.missing))):
                 pending.append(_record(cand, score))
             progress.advance()
@@ -42,6 +46,9 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
                 append_jsonl(path, pending)
                 pending = []
         append_jsonl(path, pending)
+    if shuffled:
+        rank = {c.key: k for k, c in enumerate(candidates)}
+        reorder_jsonl(path, lambda r: rank.get((r.get("generator"), r.get("prompt_id"), int(r.get("index", 0))), -1))
     return load_scores(run, path)
 
 

@@ -21,7 +21,10 @@ from bon.content import Content, Prompt
 from bon.errors import BonError
 from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
 
-from judges.synthetic._scoring import ScoringJudge, image_array, seeded_uniform
+from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, seeded_uniform
+
+
+_INK = LruCache(8192)  # image digest -> its ink: a replay asks the same images again and again
 
 
 def ink(response: Content) -> float | None:
@@ -29,7 +32,7 @@ def ink(response: Content) -> float | None:
     images = response.images
     if not images:
         return None
-    return float(np.mean([1.0 - image_array(im).mean() / 255.0 for im in images]))
+    return float(np.mean([_INK.get(im.digest, lambda im=im: 1.0 - image_array(im).mean() / 255.0) for im in images]))
 
 
 class PositionBiasJudge(ScoringJudge):
