@@ -362,7 +362,8 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         predictors=bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
                                   excluded=left_out),
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
-        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed), stored))
+        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed), stored,
+                               (stats.get("identities") or {}).get("verifier")))
 
 
 def study_accuracies(study: Mapping[str, Any]) -> str:
@@ -399,13 +400,15 @@ def with_headroom_warnings(correlations: pd.DataFrame, headroom: pd.DataFrame) -
 
 
 def scoring_record(study: Mapping[str, Any], failure: Any, failed: list[dict[str, Any]],
-                   scores: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
-    """Which metric scored the study (the verifier, and the ``metric`` its scores record), the failure policy,
-    the failed scores per setting and how many scores came from yes/no answers instead of log-probabilities."""
+                   scores: Mapping[Any, Mapping[str, Any]], identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Which metric scored the study (the verifier, and the ``metric`` of its identity in stats.json, else the
+    one its scores record, else the config's option), the failure policy, the failed scores per setting and
+    how many scores came from yes/no answers instead of log-probabilities."""
     spec = study.get("verifier") if isinstance(study.get("verifier"), Mapping) else {}
     options = spec.get("options") if isinstance(spec.get("options"), Mapping) else {}
-    named = next((d["metric"] for d in (r.get("details") or {} for r in scores.values()) if isinstance(d, Mapping)
-                  and d.get("metric")), options.get("metric"))
+    named = identity.get("metric") if isinstance(identity, Mapping) else None
+    named = named or next((d["metric"] for d in (r.get("details") or {} for r in scores.values())
+                           if isinstance(d, Mapping) and d.get("metric")), options.get("metric"))
     metric = failure.verifier + (f", metric {named}" if named else "")
     answers = sum((r.get("details") or {}).get("mode") == "answer" for r in scores.values())
     return {"metric": metric, "policy": failure.describe(), "on_failure": failure.chosen, "applied": failure.applied,

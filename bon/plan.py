@@ -77,6 +77,7 @@ class Plan:
     device_count: int = 1
     device_source: str = "none declared and no CUDA device visible: fit not checked"
     executor: str = "local"
+    absent: list[str] = field(default_factory=list)  # official checkouts the config names that are not there
 
     def too_big(self) -> Stage | None:
         """The first stage whose known memory exceeds what one device (or all, for device_map; a served
@@ -111,7 +112,23 @@ def plan_study(cfg: StudyConfig, config_name: str) -> Plan:
             stage.calls += f"; over {stage.serve.replicas} replicas, ~{-(-count // stage.serve.replicas)} each"
         plan.stages.append(stage)
     plan.device_gb, plan.device_count, plan.device_source = device_memory(cfg)
+    plan.absent = absent_checkouts(cfg)
     return plan
+
+
+# options that name an official checkout (or a file in one) the user clones: the texts stay outside bon
+CHECKOUT_OPTIONS = ("prompts_dir", "prompt_config", "judge_prompt")
+
+
+def absent_checkouts(cfg: StudyConfig) -> list[str]:
+    """Each plugin or suite option naming a checkout that is not there, as ``where: option path``. A plan
+    does not need the texts, so the dry run only names them; ``bon run`` stops on the first with one line
+    before anything starts (the plugin is built then)."""
+    places = [("suite", cfg.suite), ("suite", cfg.suite.get("options") or {})]
+    places += [(f"{kind} {spec.label}", spec.options) for kind, specs in
+               (("generator", cfg.generators), ("verifier", [cfg.verifier]), ("judge", cfg.judges)) for spec in specs]
+    return [f"{where}: {key} {value}" for where, options in places if isinstance(options, dict) for key in CHECKOUT_OPTIONS
+            if isinstance(value := options.get(key), str) and not Path(value).expanduser().exists()]
 
 
 def count_prompts(cfg: StudyConfig) -> tuple[dict[str, int | None], str]:
@@ -339,6 +356,8 @@ def render(plan: Plan) -> list[str]:
     if costs:
         lines.append(f"API cost estimate: ~${sum(costs):,.0f} (list prices from the config, assuming "
                      f"{TOKENS_PER_CALL[0]} input and {TOKENS_PER_CALL[1]} output tokens per call)")
+    lines += [f"not there: {where} (relative to {Path.cwd()}; the config's comments say what to clone): `bon run` "
+              "stops on it before it starts" for where in plan.absent]
     return lines
 
 

@@ -177,8 +177,11 @@ class Verifier(Plugin, ABC):
 
     kind = "verifier"
     name = "verifier"
-    # what the benchmark's own evaluation code does with a score that failed: "zero" (counted as 0) or
-    # "missing" (left out); the Best-of-N metrics' ``on_failure: official`` follows it (analysis.bon_metrics)
+    # what the benchmark's own evaluation code does with a stored score that failed: "zero" (counted as 0)
+    # or "missing" (left out). The Best-of-N metrics' ``on_failure: official`` follows it
+    # (analysis.bon_metrics) and so does the verifier's ``aggregate`` (``bon score``), so both count a failed
+    # score alike. A verifier option that handles a failed grade inside the score (GEdit's ``on_failure``)
+    # acts first; only what is still failed reaches this rule.
     official_on_failure = "missing"
 
     @abstractmethod

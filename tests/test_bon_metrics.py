@@ -99,6 +99,9 @@ def test_without_a_policy_random_follows_the_scored_picks() -> None:
 def test_failure_policy_official_follows_the_verifier() -> None:
     assert failure_policy({"verifier": {"name": "vqascore"}}).applied == "zero"  # t2v_metrics scores a failed call 0
     assert failure_policy({"verifier": {"name": "synthetic"}}).applied == "missing"
+    assert failure_policy({"verifier": {"name": "emma"}}).applied == "zero"  # every problem counts; no answer is wrong
+    assert failure_policy({"verifier": {"name": "isg"}}).applied == "missing"  # no block questions: out of the block mean
+    assert failure_policy({"verifier": {"name": "gedit"}}).applied == "missing"  # grades failed inside the score already
     assert failure_policy({"verifier": {"name": "vqascore"}, "on_failure": "missing"}).applied == "missing"
     assert failure_policy({"verifier": {"name": "vqascore:some/model"}}).describe() == \
         "on_failure: official (official for vqascore:some/model: counted as 0)"

@@ -241,6 +241,22 @@ def test_the_judge_mode_asks_as_the_official_code_and_reads_only_correct(tmp_pat
     assert verifier.identity()["judge_prompt_sha256"]
 
 
+def test_a_failed_judge_call_counts_as_a_wrong_answer_in_the_accuracy(tmp_path):
+    """calculate_acc.py counts every problem (official_on_failure: zero), so the aggregate does too."""
+    from analysis.bon_metrics import failure_policy
+
+    utils = tmp_path / "utils.py"
+    utils.write_text('score_demo_prompt = "Say Correct or Incorrect."\n', encoding="utf-8")
+    verifier = EmmaVerifier(metric="official-judge", judge_prompt=str(utils),
+                            grader=CannedGrader(["Correct", GradingFailed("the API refused")]))
+    prompt = Prompt("q1", "reasoning", Content.of("?"), {"answer": "B", "type": MC, "options": SHAPES, "subject": "Math"})
+    scored = [(prompt, verifier.score(prompt, Candidate("q1", i, "g", 0, Content.of("B")))) for i in range(2)]
+    assert [s.value for _, s in scored] == [1.0, None]
+    agg = verifier.aggregate(scored)
+    assert agg["average"] == {"accuracy": 0.5, "correct": 1, "total": 2} and agg["failed"] == 1
+    assert failure_policy({"verifier": {"name": "emma"}}).applied == "zero"
+
+
 def test_the_judge_mode_defaults_to_the_official_grader_and_needs_the_instructions(tmp_path):
     text = tmp_path / "instructions.txt"
     text.write_text("Grade it.", encoding="utf-8")

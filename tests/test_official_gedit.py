@@ -93,12 +93,7 @@ def test_replies_the_official_reader_reads(official_run):
 
 def test_aggregate_equals_the_official_statistics(official_run):
     _, agg = official_run
-    for lang, want in EXPECTED["main"]["languages"].items():
-        got = agg["languages"][lang]
-        for part in (got, got["intersection"]):
-            part["categories"] = {c: {k: v for k, v in n.items() if k != "items"} for c, n in part["categories"].items()}
-            part.pop("categories_missing")
-        assert got == want, lang
+    assert official_languages(agg) == EXPECTED["main"]["languages"]
     assert agg["items"] == len(items()) and agg["failed"] == 0
 
 
@@ -218,3 +213,40 @@ def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
     v = GEditVerifier(grader=Down(), prompts_dir=str(fake_checkout(tmp_path / "Step1X-Edit")), on_failure="zero")
     s = v.score(*v.read_item(rows[0], tmp_path))
     assert s.value is None and s.transient and "timed out" in s.missing
+
+
+def official_languages(agg: dict) -> dict:
+    """The aggregate's per-language numbers in the official statistics' fields (no item counts, no missing list)."""
+    out = {}
+    for lang, got in agg["languages"].items():
+        parts = {"main": dict(got), "intersection": dict(got["intersection"])}
+        for part in parts.values():
+            part["categories"] = {c: {k: v for k, v in n.items() if k != "items"} for c, n in part["categories"].items()}
+            part.pop("categories_missing")
+        out[lang] = {**parts["main"], "intersection": parts["intersection"]}
+    return out
+
+
+def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypatch, capsys):
+    """`bon score --verifier gedit --verifier-option grader=replay:FILE`: one line per item (key, SC, PQ,
+    overall as the official code scores them) and the official statistics as the last line printed; the
+    images are found next to the items file, whatever the working folder."""
+    from bon.cli import main
+
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    rows, replies = write_case_files(folder, items())
+    (folder / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BON_QUIET", "1")
+    rc = main(["score", "--verifier", "gedit", "--verifier-option", "grader=replay:bench/replies.jsonl",
+               "--items", "bench/items.jsonl", "--out-file", "out.jsonl"])
+    shown = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in lines] == [r["key"] for r in rows]
+    for r in lines:
+        want = EXPECTED["main"]["items"][r["id"]]
+        assert (r["sc"], r["pq"], r["overall"], r["score"]) == (want["sc"], want["pq"], want["overall"], want["overall"] / 10)
+    last = json.loads(shown[-1])
+    assert official_languages(last) == EXPECTED["main"]["languages"] and last["failed"] == 0

@@ -304,7 +304,10 @@ def test_answers_under_the_fallback_are_counted_in_the_aggregate(folder):
 
 STANDIN_T2V = '''
 """Stand-in t2v_metrics: VQAScore(model, device)(images, texts, question_template, answer_template) gives an
-images x texts table; here P(Yes) = the image's mean red level, and the question is echoed to stderr."""
+images x texts table; here P(Yes) = the image's mean red level (or, when STANDIN_P_YES names a JSON file,
+the P(Yes) it holds for the text, null for a failed call), and the question is echoed to stderr."""
+import json
+import os
 import sys
 from PIL import Image
 
@@ -326,6 +329,12 @@ class VQAScore:
         print(question_template.format(texts[0]), answer_template, file=sys.stderr)
         if "fail" in texts[0]:
             raise RuntimeError("CUDA out of memory")
+        if os.environ.get("STANDIN_P_YES"):
+            with open(os.environ["STANDIN_P_YES"], encoding="utf-8") as f:
+                p_yes = json.load(f)[texts[0]]
+            if p_yes is None:
+                raise RuntimeError("the call failed")
+            return Table([[p_yes for _ in texts] for _ in images])
         red = [sum(Image.open(p).convert("RGB").getdata(band=0)) / (255 * 256) for p in images]
         return Table([[r for _ in texts] for r in red])
 '''
@@ -373,6 +382,32 @@ def test_clip_flant5_side_process_that_cannot_load_is_one_line(t2v_env, folder):
         VqaScoreVerifier(grader={"backend": "t2v-metrics", "model": "clip-flant5-xxl"})
     with pytest.raises(BonError, match="unknown t2v-metrics grader option"):
         VqaScoreVerifier(grader={"backend": "t2v-metrics", "python": sys.executable, "dtype": "bf16"})
+
+
+def test_bon_score_through_the_cli_gives_the_official_numbers(t2v_env, folder, monkeypatch, capsys):
+    """`bon score --verifier vqascore` with the CLIP-FlanT5 side process (the stand-in package answering
+    each prompt's P(Yes)): one line per item, and the official per-skill numbers as the last line printed.
+    The image is found next to the items file, whatever the working folder."""
+    import sys
+
+    from bon.cli import main
+
+    (folder / "items.jsonl").write_text("".join(json.dumps(row(it)) + "\n" for it in ITEMS))
+    (t2v_env / "p_yes.json").write_text(json.dumps({it[1]: it[4] for it in ITEMS}))
+    monkeypatch.setenv("STANDIN_P_YES", str(t2v_env / "p_yes.json"))
+    monkeypatch.setenv("BON_QUIET", "1")
+    monkeypatch.chdir(t2v_env / "standin")
+    grader = json.dumps({"backend": "t2v-metrics", "model": "clip-flant5-xxl", "python": sys.executable, "device": "cpu"})
+    rc = main(["score", "--verifier", "vqascore", "--verifier-option", f"grader={grader}",
+               "--items", str(folder / "items.jsonl"), "--out-file", str(folder / "out.jsonl")])
+    shown = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    lines = [json.loads(x) for x in (folder / "out.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["score"]) for r in lines] == [(it[0], it[4]) for it in ITEMS]
+    assert [r.get("missing") for r in lines if r["score"] is None] == ["vqascore: t2v-metrics: RuntimeError: the call failed"] * 2
+    last = json.loads(shown[-1])
+    assert_official(last, OFFICIAL_FULL)
+    assert last["items"] == 23 and last["failed"] == 2 and last["failed_counted_as"] == 0.0
 
 
 def test_a_grader_without_log_probabilities_stops_the_study_with_one_line(tmp_path, monkeypatch, capsys):

@@ -246,3 +246,31 @@ def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
     s = v.score(*v.read_item(c["item"], tmp_path))
     assert s.value is None and s.transient and "timed out" in s.missing
     assert v.aggregate([(v.read_item(c["item"], tmp_path)[0], s)])["failed"] == 1
+
+
+def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypatch, capsys):
+    """`bon score --verifier isg --verifier-option grader=replay:FILE`: one line per item with the four
+    official numbers, and the official per-group aggregate as the last line printed. The images are found
+    next to the items file, whatever the working folder."""
+    from bon.cli import main
+
+    all_cases = cases()
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    write_images(folder, [c["item"] for c in all_cases])
+    (folder / "items.jsonl").write_text("".join(json.dumps(c["item"]) + "\n" for c in all_cases))
+    replies = replay_file(tmp_path / "replies.jsonl", all_cases)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BON_QUIET", "1")
+    rc = main(["score", "--verifier", "isg", "--verifier-option", f"grader=replay:{replies.name}",
+               "--items", "bench/items.jsonl", "--out-file", "out.jsonl"])
+    shown = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in lines] == [c["item"]["id"] for c in all_cases]
+    for r in lines:
+        want = EXPECTED["items"][r["id"]]
+        assert [r[k] for k in LEVELS] == [want[k] for k in LEVELS] and r["score"] == want["holistic"] / 10, r["id"]
+    last = json.loads(shown[-1])
+    assert last["all"] == {k: v for k, v in EXPECTED["all"].items() if k != "block_counted"}
+    assert last["groups"] == {g: {k: v for k, v in n.items() if k != "block_counted"} for g, n in EXPECTED["groups"].items()}

@@ -51,6 +51,27 @@ def test_stage_too_big_for_declared_device_is_one_line_exit_2(tmp_path, capsys):
     assert len(err) == 1 and "stage 'generate big' needs ~33.7 GB" in err[0] and "24 GB" in err[0]
 
 
+def test_an_absent_official_checkout_is_named_by_the_plan_and_stops_the_run(tmp_path, capsys, monkeypatch):
+    """configs/paper_edit.yaml names `prompts_dir: official/Step1X-Edit`: the dry run plans anyway and names
+    it in one line; `bon run` stops on it with one line before the run folder exists."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["run", str(ROOT / "configs" / "paper_edit.yaml"), "--dry-run"]) == 0
+    absent = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not there: ")]
+    assert absent == [f"not there: verifier gedit: prompts_dir official/Step1X-Edit (relative to {tmp_path}; the config's "
+                      "comments say what to clone): `bon run` stops on it before it starts"]
+    monkeypatch.setenv("BON_TEST_GEDIT_KEY", "sk-test")
+    grader = {"backend": "openai", "model": "gpt-4.1", "api_key_env": "BON_TEST_GEDIT_KEY", "preflight": False}
+    cfg = {"out": str(tmp_path / "run"), "tasks": ["edit"], "suite": {"name": "synthetic", "per_task": 1},
+           "generators": [{"name": "synthetic", "label": "g"}], "judges": ["random"],
+           "verifier": {"name": "gedit", "options": {"prompts_dir": "official/Step1X-Edit", "grader": grader}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["run", "c.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "prompts_dir official/Step1X-Edit is not a folder (point it at a checkout of" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
 def test_sizes_from_safetensors_shared_components_once_and_hub_cache(tmp_path, monkeypatch):
     for pipe, transformer in (("t2i", 3000), ("edit", 5000)):
         write(tmp_path / pipe / "transformer" / "diffusion_pytorch_model.safetensors", transformer)

@@ -2,9 +2,10 @@
 `bon verify` (verify_command) rescores a finished study with another verifier, resumably.
 
 Each test runs the real config file from configs/ (paths pointed at the tiny models built once per
-session, N = 4 and 2 prompts instead of 8 and the whole copy, to keep the suite fast): benchmark
-suite -> two base generators -> knockout with two or three judges -> the benchmark's verifier ->
-results table and report.
+session, N = 3 and one or two prompts instead of 8 and the whole copy, to keep the suite fast: two
+prompts only where a test looks at the second one), each once for the module: benchmark suite -> two
+base generators -> knockout with three judges -> the benchmark's verifier -> results table and report,
+which names the metric that scored the study and the failed scores per setting.
 """
 
 from __future__ import annotations
@@ -54,7 +55,13 @@ def tiny(tmp_path_factory) -> Path:
     return out
 
 
-def shrunk_config(name: str, tiny: Path, out: Path, n: int = 4, limit: int = 2) -> Path:
+N = 3  # candidates per prompt: a knockout with a bye, 2(N - 1) calls a prompt all the same
+PROMPTS = {"t2i": 2, "edit": 1, "interleaved": 1, "reasoning": 2}  # 2 where a test reads the second prompt
+METRIC = {"t2i": "vqascore, metric official", "edit": "gedit, metric bon", "interleaved": "isg, metric bon",
+          "reasoning": "emma, metric official"}  # the tiny configs pin bon's metric where a random model writes no JSON
+
+
+def shrunk_config(name: str, tiny: Path, out: Path, n: int = N, limit: int = 2) -> Path:
     """configs/<name>.yaml with its tiny paths pointed at ``tiny``, a smaller N and fewer prompts."""
     text = (ROOT / "configs" / f"{name}.yaml").read_text(encoding="utf-8").replace("runs/tiny/", f"{tiny.as_posix()}/")
     raw = yaml.safe_load(text)
@@ -75,10 +82,10 @@ def scores(run: Path, file: str = "scores.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run / file).read_text().splitlines() if line.strip()]
 
 
-def check_run(run: Path, generators: int, judges: int, n: int = 4, prompts: int = 2) -> list[dict]:
+def check_run(run: Path, generators: int, judges: int, task: str, n: int = N) -> list[dict]:
     """Every (generator, judge) scored, both axes filled (the published accuracies the config's
     ``accuracies: published`` names) and a correlation over all three judges in the report."""
-    rows = results(run)
+    rows, prompts = results(run), PROMPTS[task]
     assert len(rows) == generators * judges
     assert all(r["bon_score"] != "" and r["random_score"] != "" for r in rows)
     assert all(int(r["judge_calls"]) == prompts * 2 * (n - 1) for r in rows)  # knockout: 2(N-1) calls a prompt
@@ -90,6 +97,11 @@ def check_run(run: Path, generators: int, judges: int, n: int = 4, prompts: int 
     assert len(recs) == generators * prompts * n
     report = (run / "report.md").read_text()
     assert "**Answer in one line:** Pearson r =" in report and "Not enough data" not in report
+    assert f"- **Verifier metric:** {METRIC[task]}\n" in report
+    failed = next(line for line in report.splitlines() if line.startswith("- **Failed verifier scores:** "))
+    for gen in {r["generator"] for r in recs}:  # per setting: failed of stored
+        count = sum(r["score"] is None for r in recs if r["generator"] == gen)
+        assert f"{task}/{gen}: {count} of {prompts * n}" in failed
     assert (run / "figures" / "correlation.png").exists()
     return recs
 
@@ -103,7 +115,7 @@ def paper_runs(tiny, tmp_path_factory) -> dict[str, Path]:
     runs = {}
     for task in TASKS:
         out = tmp_path_factory.mktemp("e2e") / task
-        assert main(["run", str(shrunk_config(f"paper_{task}_tiny", tiny, out))]) == 0
+        assert main(["run", str(shrunk_config(f"paper_{task}_tiny", tiny, out, limit=PROMPTS[task]))]) == 0
         runs[task] = out
     return runs
 
@@ -126,7 +138,7 @@ def test_the_four_runs_make_the_papers_figure_and_table(paper_runs, tmp_path, ca
 
 def test_t2i_genai_bench_vqascore(paper_runs):
     out = paper_runs["t2i"]
-    recs = check_run(out, generators=2, judges=3)
+    recs = check_run(out, generators=2, judges=3, task="t2i")
     assert all(r["missing"] is None and 0.0 <= r["score"] <= 1.0 for r in recs)
     d = recs[0]["details"]
     assert d["question"].startswith('Does this figure show "') and d["grader"]["revision"].startswith("local:")
@@ -137,7 +149,7 @@ def test_t2i_genai_bench_vqascore(paper_runs):
 
 def test_edit_gedit_bench_sc_pq(paper_runs):
     out = paper_runs["edit"]
-    recs = check_run(out, generators=2, judges=3)
+    recs = check_run(out, generators=2, judges=3, task="edit")
     for r in recs:
         d = r["details"]
         assert r["missing"] is None
@@ -149,7 +161,7 @@ def test_edit_gedit_bench_sc_pq(paper_runs):
 
 def test_interleaved_isg_bench_levels(paper_runs):
     out = paper_runs["interleaved"]
-    recs = check_run(out, generators=2, judges=3)
+    recs = check_run(out, generators=2, judges=3, task="interleaved")
     first = [r for r in recs if r["prompt_id"] == "0000"]
     strong = [r for r in first if r["generator"] == "strong"]
     weak = [r for r in first if r["generator"] == "weak"]
@@ -161,7 +173,7 @@ def test_interleaved_isg_bench_levels(paper_runs):
 
 
 def test_reasoning_emma_exact_match(reasoning_run):
-    recs = check_run(reasoning_run, generators=2, judges=3)
+    recs = check_run(reasoning_run, generators=2, judges=3, task="reasoning")
     assert all(r["score"] in (0.0, 1.0) and "rule" in r["details"] for r in recs)
     assert {r["details"]["reference"] for r in recs} == {"C", "9"}
 
@@ -171,12 +183,12 @@ def test_verify_command_other_verifier_separate_file_and_resume(reasoning_run, t
 
     # human-style labels for every candidate of the strong generator only: the weak ones stay missing
     labels = tmp_path / "labels.csv"
-    rows = ["prompt_id,generator,index,score"] + [f"{pid},strong,{k},{1 + (k % 5)}" for pid in ("math_1", "math_2") for k in range(4)]
+    rows = ["prompt_id,generator,index,score"] + [f"{pid},strong,{k},{1 + (k % 5)}" for pid in ("math_1", "math_2") for k in range(N)]
     labels.write_text("\n".join(rows) + "\n")
     opts = {"path": str(labels), "scale": [1, 5], "label": "humans"}
     s = verify_command(reasoning_run, "labels", dict(opts))
     assert s["scores_file"].endswith("scores_humans.jsonl") and not s["study_verifier"]
-    assert s["candidates"] == 16 and s["newly_scored"] == 16 and s["missing"] == 8
+    assert s["candidates"] == 2 * 2 * N and s["newly_scored"] == 2 * 2 * N and s["missing"] == 2 * N
     assert "no label for prompt" in next(iter(s["missing_reasons"]))
     got = {(r["generator"], r["prompt_id"], r["index"]): r["score"] for r in scores(reasoning_run, "scores_humans.jsonl")}
     assert got[("strong", "math_1", 2)] == pytest.approx(0.5)
@@ -186,9 +198,9 @@ def test_verify_command_other_verifier_separate_file_and_resume(reasoning_run, t
     record = json.loads((reasoning_run / "scores_humans.json").read_text())
     assert record["identity"]["sha256"] and record["verifier"] == "labels"
     # the study's scores are untouched, and a rerun scores nothing new
-    assert len(scores(reasoning_run)) == 16
+    assert len(scores(reasoning_run)) == 2 * 2 * N
     again = verify_command(reasoning_run, "labels", dict(opts))
-    assert again["newly_scored"] == 0 and again["missing"] == 8
+    assert again["newly_scored"] == 0 and again["missing"] == 2 * N
     # another verifier under the same label is refused
     with pytest.raises(BonError, match="another label"):
         verify_command(reasoning_run, "emma", {"label": "humans"})

@@ -351,7 +351,9 @@ def _official_truth_text(meta: dict[str, Any]) -> str:
 
 
 def official_accuracy(scored: Sequence[tuple[Prompt, Score]]) -> dict[str, Any]:
-    """EMMA's ``calculate_acc.py`` over the scored items (failed scores counted apart, in ``failed``)."""
+    """EMMA's ``calculate_acc.py`` over the scored items; a failed score is a wrong answer (the official code
+    counts every problem, one without a response as false: :attr:`EmmaVerifier.official_on_failure`), also
+    counted in ``failed``."""
     tallies: dict[str, Any] = {"average": [0, 0], "subject": defaultdict(lambda: [0, 0]),
                                "question_type": defaultdict(lambda: [0, 0]),
                                "category": defaultdict(lambda: defaultdict(lambda: [0, 0])), "task": defaultdict(lambda: [0, 0])}
@@ -362,10 +364,8 @@ def official_accuracy(scored: Sequence[tuple[Prompt, Score]]) -> dict[str, Any]:
 
     failed = 0
     for prompt, score in scored:
-        if score.value is None:
-            failed += 1
-            continue
-        meta, correct = prompt.metadata, int(score.value >= 1.0)
+        failed += score.value is None
+        meta, correct = prompt.metadata, int(score.value is not None and score.value >= 1.0)
         subject = str(meta.get("subject", ""))
         count(tallies["average"], correct)
         category = str(meta.get("category") or "")
@@ -390,6 +390,9 @@ def official_accuracy(scored: Sequence[tuple[Prompt, Score]]) -> dict[str, Any]:
 class EmmaVerifier(Verifier):
     plugin = "emma"
     version = 2
+    # evaluate.py marks a problem without a response false and calculate_acc.py counts every problem: a
+    # failed score is a wrong answer (the judge mode's failed call, where the official code stops, likewise)
+    official_on_failure = "zero"
 
     def __init__(self, name: str | None = None, metric: str = "official", rel_tol: float = 0.0,
                  use_generator_answer: bool = False, judge_prompt: str | None = None, grader: Any = None,

@@ -7,7 +7,9 @@ Two metrics (``metric``):
   texts are read from a checkout that ``prompts_dir`` points at (stepfun-ai/Step1X-Edit, its GEdit-Bench
   folder, or TIGER-AI-Lab/VIEScore; not needed with ``grader: replay:FILE``); an API grader gets the
   official request (no temperature, 1400 tokens, JPEG images at their size) unless set. Options:
-  ``on_failure`` (official | zero | missing: a question still unreadable after the re-ask) and
+  ``on_failure`` (official | zero | missing: what a question still unreadable after the re-ask scores,
+  inside the score: the guess, 0, or no score; only ``missing`` leaves a failed score for the study's own
+  ``on_failure``, which the class's ``official_on_failure`` resolves) and
   ``max_attempts`` (3). The score is ``overall / 10``; :meth:`GEditVerifier.aggregate` gives the official
   numbers per language: category means and their mean, and the Intersection subset.
 - ``bon``: bon's own wording and settings, below.
@@ -97,6 +99,10 @@ class GEditVerifier(Verifier):
     run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
+    # an unreadable grade is handled inside the score by the option ``on_failure`` (official: re-ask, then a
+    # guess); what still fails (no edited image, or the option's ``missing``) is left out, as
+    # test_gedit_score.py skips an item whose edited image is absent and the statistics average what is there
+    official_on_failure = "missing"
 
     def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | str | None = None,
                  mode: str = "generate", image_area: int | None = 512 * 512, max_new_tokens: int = 256,
@@ -124,7 +130,7 @@ class GEditVerifier(Verifier):
     def identity(self) -> dict[str, Any]:
         if self.official is not None:
             return {"name": self.name, "plugin": self.plugin, **self.official.identity(), "grader": self.grader.identity()}
-        return {"name": self.name, "plugin": self.plugin, "image_area": self.image_area,
+        return {"name": self.name, "plugin": self.plugin, "metric": "bon", "image_area": self.image_area,
                 "grader": self.grader.identity()}
 
     # --- benchmark items (bon score) -----------------------------------------------------------------

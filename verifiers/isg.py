@@ -95,6 +95,10 @@ class IsgVerifier(Verifier):
     run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1
+    # the official code scores a failed grade inside the score (block and holistic 1, image no, structure 0),
+    # so an official score fails only where the level does not exist: calculate_performance.py leaves an
+    # item without block questions out of the block mean
+    official_on_failure = "missing"
 
     def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | str | None = None,
                  mode: str = "generate", levels: Any = LEVELS, merge_text: bool = True, max_questions: int | None = 20,
@@ -129,7 +133,7 @@ class IsgVerifier(Verifier):
     def identity(self) -> dict[str, Any]:
         if self.official is not None:
             return {"name": self.name, "plugin": self.plugin, **self.official.identity(), "grader": self.grader.identity()}
-        return {"name": self.name, "plugin": self.plugin, "levels": self.levels, "merge_text": self.merge_text,
+        return {"name": self.name, "plugin": self.plugin, "metric": "bon", "levels": self.levels, "merge_text": self.merge_text,
                 "max_questions": self.max_questions, "grader": self.grader.identity() if self.grader else None}
 
     # --- benchmark items (bon score) -----------------------------------------------------------------
