@@ -301,7 +301,13 @@ class Run:
     # --- the judgment store, read only ------------------------------------------------------------
 
     def _identities(self) -> dict[str, Any]:
-        found = (self.stats.get("identities") or {}).get("judges") or {}
+        """stats.json's recorded judge identities ({} when it is missing or damaged: :attr:`judge_ids` then
+        builds them from config.yaml, so the viewer still finds every stored verdict)."""
+        try:
+            stats = self.stats
+        except BonError:
+            return {}
+        found = (stats.get("identities") or {}).get("judges") or {}
         return found if isinstance(found, dict) else {}
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -309,14 +315,13 @@ class Run:
         path = self.folder.store
         if not path.exists():
             return []
-        try:
-            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        from bon.store import read_only_store
+
+        with read_only_store(path) as db:  # leaves no WAL or shared-memory file beside it (a read-only folder works)
             try:
                 return db.execute(sql, args).fetchall()
-            finally:
-                db.close()
-        except sqlite3.DatabaseError as exc:
-            raise BonError(f"{path}: not a readable judgment store ({first_line(exc)})") from None
+            except sqlite3.DatabaseError as exc:
+                raise BonError(f"{path}: not a readable judgment store ({first_line(exc)})") from None
 
     @cached_property
     def _match_plan(self) -> list[tuple[dict[str, Any], list[tuple]]]:

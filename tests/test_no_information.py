@@ -65,7 +65,7 @@ def test_a_judge_with_no_information_is_never_best(tmp_path: Path, capsys) -> No
                             {(s["generator"], s["prompt_id"], s["index"]): s for s in
                              map(json.loads, (run / "scores.jsonl").read_text().splitlines())}, {}, 4)
     correlations = pd.DataFrame([{"task": "t2i", "generator": "g1", "n_judges": 6, "pearson_r": 0.5, "spearman_rho": 0.5}])
-    _summary(correlations, results, _uninformed(SimpleNamespace(run=SimpleNamespace(root=run), results=results)))
+    _summary(correlations, results, run, _uninformed(SimpleNamespace(run=SimpleNamespace(root=run), results=results)))
     shown = capsys.readouterr().out
     best_line = next(line for line in shown.splitlines() if line.startswith("t2i"))
     assert SILENT not in best_line and COIN not in best_line and top.judge in best_line
