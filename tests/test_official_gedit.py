@@ -197,17 +197,7 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
 
 def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
     """A timeout or 5xx is retried on a rerun, whatever on_failure says; it never becomes a guess or a 0."""
-    from verifiers._grader import Grader, GradingFailed
-
-    class Down(Grader):
-        def identity(self):
-            return {"backend": "down"}
-
-        def answer(self, turns, max_new_tokens=256):
-            raise GradingFailed("grader: timed out", transient=True)
-
-        def next_word_probs(self, turns, words):
-            raise AssertionError
+    from grader_stubs import DownGrader as Down
 
     rows, _ = write_case_files(tmp_path, items()[:1])
     v = GEditVerifier(grader=Down(), prompts_dir=str(fake_checkout(tmp_path / "Step1X-Edit")), on_failure="zero")

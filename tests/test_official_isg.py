@@ -223,17 +223,7 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
 
 def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
     """A timeout is retried on a rerun; only a call that failed for good counts as the official None."""
-    from verifiers._grader import Grader, GradingFailed
-
-    class Down(Grader):
-        def identity(self):
-            return {"backend": "down"}
-
-        def answer(self, turns, max_new_tokens=256):
-            raise GradingFailed("grader: timed out", transient=True)
-
-        def next_word_probs(self, turns, words):
-            raise AssertionError
+    from grader_stubs import DownGrader as Down
 
     c = case("ex-a", ANSWER, ALL_YES)
     write_images(tmp_path, [c["item"]])
