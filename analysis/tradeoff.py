@@ -345,9 +345,11 @@ class ReplayStore:
         self.bought.setdefault(jid, {}).update((k, v) for k, v in items if not v.transient)
 
     def answered(self, jid: str, stage: str | None = None, limit: int = 200_000) -> dict[Key, Any]:
-        """As the store's, less what this command bought (a gate calibrates on the study's answers only)."""
-        known = self._known(jid)
-        return {k: v for k, v in self.store.answered(jid, stage, limit).items() if k in known}
+        """As the store's, less what other judges' replays of this command bought: a gate calibrates on the
+        study's answers and on what this judge's own replay has bought so far (its settings run in one fixed
+        order), so a study whose store was lost calibrates as the intact one does."""
+        known, bought = self._known(jid), self.bought.get(jid, {})
+        return {k: v for k, v in self.store.answered(jid, stage, limit).items() if k in known or k in bought}
 
 
 def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, reference: np.ndarray, baseline: dict,

@@ -128,6 +128,16 @@ def _start_and_run(run: RunFolder, cfg: StudyConfig, strategy, built: list[Promp
         executor.close()
 
 
+def _check_images(candidates: list[Candidate]) -> None:
+    """Every candidate image file is there (one line naming the first that is not), checked before the
+    preference set and the judges write anything: a run refused for a lost image leaves its folder as it was."""
+    for c in candidates:
+        for item in c.content.images:
+            if item.path is not None and not item.path.is_file():
+                raise BonError(f"{item.path}: image file not found (candidate {c.index} of {c.prompt_id}); "
+                               "restore it, or delete the generator's candidates to generate them again")
+
+
 def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] | None, executor, ledger: Ledger, lap) -> StudyOutcome:
     prompts = shard_prompts(prepare_prompts(run, cfg, built), cfg.shard)
     bon_prompts, pref_prompts = split(prompts)
@@ -166,6 +176,7 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
     if any(pending.values()):  # the preference set and the judges need every candidate and score
         return StudyOutcome(run, pd.DataFrame(), pd.DataFrame(), ledger_timings(ledger), pending=pending)
 
+    _check_images(everything)  # before any judge writes: a resume refused later must have changed nothing
     pref_candidates = {p.id: [c for g in candidates for c in candidates[g][p.id]] for p in pref_prompts}
     preference = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, cfg.preference, cfg.seed)
     pair_counts = preference.counts()

@@ -1017,8 +1017,8 @@ NEEDS = {"select": {"config", "prompts", "candidates", "scores", "store", "image
 # Damage a resumed `bon run` redoes: a torn tail is an interrupted append, a missing stage file is work not done yet.
 REDONE = {("deleted", "prompts"), ("torn tail", "candidates"), ("torn tail", "scores"), ("deleted", "scores"),
           ("torn tail", "picks"), ("bad line", "picks"),
-          ("deleted", "candidates"), ("deleted", "store"), ("deleted", "stats"), ("deleted", "picks"), ("deleted", "image"),
-          ("locked", "store"), ("benign", "config")}
+          ("deleted", "candidates"), ("deleted", "store"), ("deleted", "stats"), ("deleted", "picks"),
+          ("locked", "store"), ("benign", "config")}  # a deleted candidate image is refused, before anything is written
 
 
 @dataclass
@@ -1747,7 +1747,8 @@ def make_merge_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
     for k in sorted(range(len(chosen)), key=lambda k: chosen[k] != "copy of the other shard"):
         try:
             bad.append(_damage_shard(dirs[targets[k]], extras.shards[1 - targets[k]], chosen[k], rng))
-        except (FileNotFoundError, IndexError):  # the file (or every image) an earlier damage removed: refused anyway
+        except (FileNotFoundError, IndexError, TypeError, AttributeError, ValueError):
+            # the file (or every image) an earlier damage removed, or a stats.json it made no object: refused anyway
             bad.append(True)
         if bad[-1] is not False:
             damaged.add(names[targets[k]])
@@ -1814,6 +1815,8 @@ def make_view_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
     for how in chosen:
         if how.startswith(("edited stats", "stats.json")) and "deleted stats.json" in chosen:
             continue  # stats.json is gone: nothing to edit
+        if how.startswith("edited stats") and "stats.json not an object" in chosen:
+            continue  # no identities to edit in a list or a number
         _damage_view(folder / rel, how, rng)
     kinds = [VIEW_DAMAGE[how] for how in chosen]
     codes = {2} if any(c == {2} for c, _, _ in kinds) else {0, 2} if any(2 in c for c, _, _ in kinds) else {0}

@@ -148,9 +148,14 @@ def test_missing_image_is_a_one_line_error(demo_run, tmp_path, capsys):
     shutil.copytree(demo_run, copy)
     victim = sorted((copy / "candidates" / "weak" / "images").glob("*.png"))[0]
     victim.unlink()
+    (copy / "mmrb2" / "judgments" / "random" / "t2i.json").write_text("{\"torn", encoding="utf-8")  # a resume would redo it
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name not in ("config.yaml", "invocations.json")}
+    capsys.readouterr()
     assert main(["demo", "--out", str(copy), *SMALL, "--seed", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert victim.name in err and "image file not found" in err and "\n" not in err
+    # refused before the preference set or any judge wrote: only the resume's provenance records changed
+    assert {p: p.read_bytes() for p in before} == before
 
 
 def test_random_judge_is_chance_level(demo_run):
