@@ -181,6 +181,9 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
                bootstrap, tolerance, new_invocation_id())
     job.snapshots = _cheap_snapshots(study.run.store, job.cheap.values(), job.invocation)
     processes = max(1, min(len(judges), workers or os.cpu_count() or 1))
+    if processes > 1:  # hashed here once, not again in every worker (each decoded every image for it)
+        for prompt, cands in groups:
+            [content.digest for content in (prompt.content, *(c.content for c in cands))]
     note(f"tradeoff: {len(judges)} judges x {len(settings)} settings on {len(groups)} prompt groups"
          + (f", {processes} processes" if processes > 1 else ""))
     records = [r for mine in _replay_all(job, processes) for r in mine]
