@@ -34,7 +34,7 @@ from bon.recorded import (grader_view, official_spec, read_study_config, recorde
 from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
-from bon.stages.judge_bench import judge_pairs
+from bon.stages.judge_bench import forget_decoded, judge_pairs, keep_decoded
 from bon.stages.pool import run_jobs, worker_count
 from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
@@ -246,6 +246,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     open_store().close()  # schema, WAL mode and migrations once, before any worker opens the file
     if workers > 1:
         decode_once(candidates)
+        keep_decoded(run.mmrb2, list(pair_counts))
     books: JudgmentStore | None = None  # the driver's connection, opened once every worker is forked
     try:
         for done in run_jobs(one_judge, len(specs), workers):
@@ -265,6 +266,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
+        forget_decoded()
         if books is not None:
             books.close()
     return accuracies, judge_stats, picks, stopped
