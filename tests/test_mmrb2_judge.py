@@ -122,3 +122,12 @@ def test_kept_images_are_shared_and_a_broken_one_is_left_to_the_judge(tmp_path):
     finally:
         judge_bench.forget_decoded()
     assert not judge_bench._KEPT
+
+
+def test_kept_images_stop_at_the_byte_budget(tmp_path):
+    bench = _bench(tmp_path, n_pairs=3)
+    try:
+        judge_bench.keep_decoded(bench, ["t2i"], budget=3 * 32 * 32 * 3)  # three 32x32 RGB images
+        assert len(judge_bench._KEPT) == 3
+    finally:
+        judge_bench.forget_decoded()

@@ -47,13 +47,14 @@ def _content(raw: list, bench_dir: Path, folder: str, where: str) -> Content:
 
 
 _KEPT: dict[Path, ImageItem] = {}  # the preference set's images, decoded once by the driver (keep_decoded)
+KEEP_BYTES = 512 * 2**20  # decoded pixels kept at most (the demo's set: ~85 MB); the rest is decoded per judge
 
 
-def keep_decoded(bench_dir: Path, tasks: list[str]) -> None:
+def keep_decoded(bench_dir: Path, tasks: list[str], budget: int = KEEP_BYTES) -> None:
     """Decode and hash the preference set's images here, before the judges' workers fork: each worker
-    then shares them instead of decoding every image again (9 judges: 9 decodes per image). Anything
-    that fails to read is skipped; the judge that reads it reports it, as before. :func:`forget_decoded`
-    lets them go."""
+    then shares them instead of decoding every image again (9 judges: 9 decodes per image), up to
+    ``budget`` bytes of pixels. Anything that fails to read is skipped; the judge that reads it reports
+    it, as before. :func:`forget_decoded` lets them go."""
     for task in tasks:
         try:
             spec = parse_task(task)
@@ -66,11 +67,16 @@ def keep_decoded(bench_dir: Path, tasks: list[str]) -> None:
             except Exception:  # noqa: BLE001 - judge_pairs reports it
                 continue
             for item in (i for c in (comp.prompt.content, comp.a, comp.b) for i in c.items if isinstance(i, ImageItem)):
+                if item.path in _KEPT:
+                    continue
                 try:
                     item.digest  # loads (and keeps) the pixels, then hashes them
                 except Exception:  # noqa: BLE001 - the judge's own read names the failure
                     continue
-                _KEPT.setdefault(item.path, item)
+                budget -= item.load().width * item.load().height * 3
+                if budget < 0:
+                    return
+                _KEPT[item.path] = item
 
 
 def forget_decoded() -> None:
