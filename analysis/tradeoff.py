@@ -43,7 +43,7 @@ from bon.runfolder import write_json, write_text
 from bon.seeds import derive_seed
 from bon.progress import note
 from bon.selection import run_selection
-from bon.store import JudgmentStore, Key, new_invocation_id
+from bon.store import JudgmentStore, Key, judge_id, new_invocation_id
 
 DEFAULT_GATES = (1.0, 0.6, 0.2)  # on the 1-6 score's extremity: 6/1, 5/2 and up, every answer
 DEFAULT_MARGIN_GATES = (0.25, 0.1, 0.05, 0.02)  # on the judge's own margin, for judges that keep one
@@ -179,7 +179,11 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
                {name: c["usd_per_call"] for name, c in judge_costs(study.stats()).items()},
                {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"},
                bootstrap, tolerance, new_invocation_id())
+    job.snapshots = _cheap_snapshots(study.run.store, job.cheap.values(), job.invocation)
     processes = max(1, min(len(judges), workers or os.cpu_count() or 1))
+    if processes > 1:  # hashed here once, not again in every worker (each decoded every image for it)
+        for prompt, cands in groups:
+            [content.digest for content in (prompt.content, *(c.content for c in cands))]
     note(f"tradeoff: {len(judges)} judges x {len(settings)} settings on {len(groups)} prompt groups"
          + (f", {processes} processes" if processes > 1 else ""))
     records = [r for mine in _replay_all(job, processes) for r in mine]
@@ -205,6 +209,20 @@ class _Job:
     bootstrap: int
     tolerance: float
     invocation: str  # every process's store writes as this one command
+    snapshots: dict[str, dict[Key, Any]] = field(default_factory=dict)  # answers read once, before the fork
+
+
+def _cheap_snapshots(path: Path, cheap: Any, invocation: str) -> dict[str, dict[Key, Any]]:
+    """The cascades' cheap judges' stored answers, read once here rather than once per replayed judge
+    (every judge's cascade setting reads the same cheap judge: 8 of the demo's 17 snapshot reads).
+    Read before any replay writes, and without this command's answers, as :class:`ReplayStore` reads them."""
+    if not cheap:
+        return {}
+    store = JudgmentStore(path, read_only=True)
+    try:
+        return {jid: store.answers_before(jid, invocation) for jid in sorted({judge_id(j.identity()) for j in cheap})}
+    finally:
+        store.close()
 
 
 _JOB: _Job | None = None  # the job of the worker processes (set before they fork)
@@ -232,7 +250,7 @@ def _replay_judge(index: int, job: _Job | None = None) -> list[dict[str, Any]]:
     judge, started = job.judges[index], time.perf_counter()
     store = JudgmentStore(job.study.run.store, invocation=job.invocation, command="bon tradeoff")
     try:
-        records = _judge_records(job, judge, ReplayStore(store, {}))
+        records = _judge_records(job, judge, ReplayStore(store, dict(job.snapshots)))
     finally:
         store.close()
     note(f"tradeoff: {judge.name} ({index + 1}/{len(job.judges)}): {len(records)} settings in "
@@ -326,6 +344,7 @@ class ReplayStore:
 
     def __init__(self, store: JudgmentStore, snapshots: dict[str, dict[Key, Any]]):
         self.store, self.snapshots, self.bought = store, snapshots, {}
+        self._answered: dict[tuple, dict[Key, Any]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -347,9 +366,19 @@ class ReplayStore:
     def answered(self, jid: str, stage: str | None = None, limit: int = 200_000) -> dict[Key, Any]:
         """As the store's, less what other judges' replays of this command bought: a gate calibrates on the
         study's answers and on what this judge's own replay has bought so far (its settings run in one fixed
-        order), so a study whose store was lost calibrates as the intact one does."""
-        known, bought = self._known(jid), self.bought.get(jid, {})
-        return {k: v for k, v in self.store.answered(jid, stage, limit).items() if k in known or k in bought}
+        order), so a study whose store was lost calibrates as the intact one does.
+
+        Kept after the first read (every gated and cascade setting asks again, ~40 decodes of a whole
+        judge's answers per command) when nothing can change it: this replay has bought nothing for the judge,
+        the snapshot holds no missing answer (only those are ever asked again, and so rewritten) and the
+        store's rows stay under ``limit``."""
+        known, bought, key = self._known(jid), self.bought.get(jid, {}), (jid, stage, limit)
+        if not bought and key in self._answered and self.store.answered_count(jid, stage) < limit:
+            return dict(self._answered[key])
+        found = {k: v for k, v in self.store.answered(jid, stage, limit).items() if k in known or k in bought}
+        if not bought and self.store.answered_count(jid, stage) < limit and not any(v.better is None for v in known.values()):
+            self._answered[key] = found
+        return dict(found)
 
 
 def _record(judge: str, setting: Setting, calls: float, picked: np.ndarray, reference: np.ndarray, baseline: dict,

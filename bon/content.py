@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Union
 
@@ -192,9 +194,16 @@ def safe_join(base: Path, rel: str, where: str) -> Path:
 def inside(path: Path, base: Path) -> bool:
     """Whether ``path``, every symbolic link on the way followed, lies in ``base`` (followed the same way)."""
     try:
-        return Path(path).resolve().is_relative_to(Path(base).resolve())
+        return Path(path).resolve().is_relative_to(_resolved_folder(str(base), os.getcwd()))
     except (OSError, RuntimeError):  # a link loop
         return False
+
+
+@lru_cache(maxsize=64)
+def _resolved_folder(base: str, cwd: str) -> Path:
+    """A run's folder resolved once per process (every image path of a run is checked against the same
+    few folders, ~10^5 times in a demo); ``cwd`` in the key keeps a relative folder honest."""
+    return Path(base).resolve()
 
 
 # --- prompts and candidates ------------------------------------------------------------------

@@ -88,18 +88,29 @@ class MatchResult:
 
 
 def votes_for_x(forward: Sequence[Verdict], reverse: Sequence[Verdict]) -> tuple[int, int, float, float]:
-    """Votes and summed 1-6 scores for x and y, reading the reverse order flipped."""
+    """Votes and summed 1-6 scores for x and y, reading the reverse order flipped.
+
+    Written out per order (no per-verdict tuples or method calls): a trade-off replay decides ~10^6
+    matches, and this loop was a tenth of its time. Same sums, in the same order, as
+    :meth:`Verdict.score_for_a` per verdict."""
     vx = vy = 0
     sx = sy = 0.0
-    for verdicts, x_side, y_side in ((forward, "A", "B"), (reverse, "B", "A")):
-        for v in verdicts:
-            s = v.score_for_a()
-            if s is None:
-                continue
-            vx += v.better == x_side
-            vy += v.better == y_side
-            x_score, y_score = (s, 7 - s) if x_side == "A" else (7 - s, s)
-            sx, sy = sx + x_score, sy + y_score
+    for v in forward:  # x shown as A
+        better = v.better
+        if better is None:
+            continue
+        s = float(v.score) if v.score is not None else (4.0 if better == "A" else 3.0)
+        vx += better == "A"
+        vy += better == "B"
+        sx, sy = sx + s, sy + (7 - s)
+    for v in reverse:  # y shown as A
+        better = v.better
+        if better is None:
+            continue
+        s = float(v.score) if v.score is not None else (4.0 if better == "A" else 3.0)
+        vx += better == "B"
+        vy += better == "A"
+        sx, sy = sx + (7 - s), sy + s
     return vx, vy, sx, sy
 
 

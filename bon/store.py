@@ -310,6 +310,12 @@ class JudgmentStore:
         return {(prompt, a, b, 0): Verdict(better=better, score=score, meta=json.loads(meta), missing=missing)
                 for prompt, a, b, better, score, missing, meta in rows}
 
+    def answered_count(self, jid: str, stage: str | None = None) -> int:
+        """How many answers :meth:`answered` would find without its limit (a count, nothing decoded)."""
+        where, args = ("AND stage = ?", (stage,)) if stage is not None else ("", ())
+        return self._db.execute(f"SELECT COUNT(*) FROM judgments WHERE judge_id = ? AND sample = 0 {where} "
+                                "AND better IS NOT NULL", (jid, *args)).fetchone()[0]
+
     def answers_before(self, jid: str, invocation: str) -> dict[Key, Verdict]:
         """Every answer of a judge (each sample, missing ones too) that invocations other than
         ``invocation`` bought: what a replay reads into memory once (``analysis.tradeoff``), the same

@@ -20,7 +20,7 @@ import yaml
 from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
-from bon.content import Candidate, Prompt
+from bon.content import Candidate, ImageItem, Prompt
 from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
@@ -34,7 +34,7 @@ from bon.recorded import (grader_view, official_spec, read_study_config, recorde
 from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
-from bon.stages.judge_bench import judge_pairs
+from bon.stages.judge_bench import forget_decoded, judge_pairs, keep_decoded
 from bon.stages.pool import run_jobs, worker_count
 from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
@@ -255,6 +255,9 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
             finished("judge", specs[i].label)  # the judge's last reference died with _judge_one's frame
 
     open_store().close()  # schema, WAL mode and migrations once, before any worker opens the file
+    if workers > 1:
+        decode_once(candidates)
+        keep_decoded(run.mmrb2, list(pair_counts))
     books: JudgmentStore | None = None  # the driver's connection, opened once every worker is forked
     try:
         for done in run_jobs(one_judge, len(specs), workers):
@@ -274,9 +277,23 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
         stopped = str(exc)
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
+        forget_decoded()
         if books is not None:
             books.close()
     return accuracies, judge_stats, picks, stopped
+
+
+def decode_once(candidates: dict[str, dict[str, list[Candidate]]]) -> None:
+    """Decode and hash every candidate image here, before the judges' workers fork: they inherit the
+    pixels and digests instead of each decoding every image again (9 judges: 9 decodes per image).
+    An image that fails to load is left as it was; the judge that reads it reports it, as before."""
+    for by_prompt in candidates.values():
+        for cands in by_prompt.values():
+            for item in (item for c in cands for item in c.content.items if isinstance(item, ImageItem)):
+                try:
+                    item.digest  # loads (and keeps) the pixels, then hashes them
+                except Exception:  # noqa: BLE001 - the judge's own read names the failure
+                    pass
 
 
 def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],

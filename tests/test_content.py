@@ -69,3 +69,15 @@ def test_user_files_refuse_a_torn_last_line(tmp_path):
     assert [r for _, r in read_jsonl(path)] == [{"a": 1}]  # bon's own files: an interrupted append
     with pytest.raises(BonError, match="suite.jsonl:2: not valid JSON"):
         list(read_jsonl(path, torn_tail_ok=False))
+
+
+def test_decode_once_keeps_pixels_and_leaves_a_missing_file_to_the_judge(tmp_path):
+    from bon.study import decode_once
+
+    _image((1, 2, 3)).save(tmp_path / "a.png")
+    good, gone = ImageItem(tmp_path / "a.png"), ImageItem(tmp_path / "gone.png")
+    cands = [Candidate("p1", i, "g", 0, Content([item])) for i, item in enumerate((good, gone))]
+    decode_once({"g": {"p1": cands}})  # no error for the missing file
+    assert good._image is not None and good._digest == ImageItem(tmp_path / "a.png").digest
+    with pytest.raises(BonError, match="not found"):
+        gone.load()  # the judge that reads it reports it, as before

@@ -106,3 +106,28 @@ def test_transient_failures_are_asked_again_on_rerun(tmp_path, monkeypatch, caps
     assert main(args) == 0
     assert "calls made 2," in capsys.readouterr().out  # only pair2, both orders
     assert json.loads(out.read_text())["pair2"]["forward"][0]["judgement"] in ("A", "B")
+
+
+def test_kept_images_are_shared_and_a_broken_one_is_left_to_the_judge(tmp_path):
+    bench = _bench(tmp_path, n_pairs=3)
+    (bench / "images" / "2_b.png").unlink()  # the judge reports it, keep_decoded does not raise
+    try:
+        judge_bench.keep_decoded(bench, ["t2i"])
+        pairs = judge_bench.load_pairs(bench / "t2i.json")
+        first = judge_bench.pair_comparisons(pairs[0], "t2i", bench, 1)[0]
+        again = judge_bench.pair_comparisons(pairs[0], "t2i", bench, 1)[0]
+        assert first.a.items[0] is again.a.items[0] and first.a.items[0]._image is not None  # decoded once, shared
+        broken = judge_bench.pair_comparisons(pairs[2], "t2i", bench, 1)[0].b.items[0]
+        assert broken._image is None  # not kept: loading it fails in the judge, as before
+    finally:
+        judge_bench.forget_decoded()
+    assert not judge_bench._KEPT
+
+
+def test_kept_images_stop_at_the_byte_budget(tmp_path):
+    bench = _bench(tmp_path, n_pairs=3)
+    try:
+        judge_bench.keep_decoded(bench, ["t2i"], budget=3 * 32 * 32 * 3)  # three 32x32 RGB images
+        assert len(judge_bench._KEPT) == 3
+    finally:
+        judge_bench.forget_decoded()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from bon.content import Content, Prompt
+from bon.content import Content, ImageItem, Prompt, safe_join
 from bon.errors import BonError
 from bon.mmrb2 import Pair, find_task_file, load_pairs
 from bon.progress import bar
@@ -37,7 +37,50 @@ def _content(raw: list, bench_dir: Path, folder: str, where: str) -> Content:
     release spell the folder out in the path (``images/x.jpg``), which is accepted too."""
     prefix = folder + "/"
     items = [[k, v[len(prefix):]] if k == "image" and isinstance(v, str) and v.startswith(prefix) else [k, v] for k, v in raw]
-    return Content.from_json(items, bench_dir / folder, where)
+    base = bench_dir / folder
+
+    def image(value: str, origin: str) -> ImageItem:
+        path = safe_join(base, value, where=origin)  # checked as before, kept or not
+        return _KEPT.get(path) or ImageItem(path=path)
+
+    return Content.from_json(items, base, where, image=image)
+
+
+_KEPT: dict[Path, ImageItem] = {}  # the preference set's images, decoded once by the driver (keep_decoded)
+KEEP_BYTES = 512 * 2**20  # decoded pixels kept at most (the demo's set: ~85 MB); the rest is decoded per judge
+
+
+def keep_decoded(bench_dir: Path, tasks: list[str], budget: int = KEEP_BYTES) -> None:
+    """Decode and hash the preference set's images here, before the judges' workers fork: each worker
+    then shares them instead of decoding every image again (9 judges: 9 decodes per image), up to
+    ``budget`` bytes of pixels. Anything that fails to read is skipped; the judge that reads it reports
+    it, as before. :func:`forget_decoded` lets them go."""
+    for task in tasks:
+        try:
+            spec = parse_task(task)
+            pairs = load_pairs(find_task_file(bench_dir, spec))
+        except Exception:  # noqa: BLE001 - judge_pairs reports it
+            continue
+        for pair in pairs:
+            try:
+                [comp] = pair_comparisons(pair, spec.name, bench_dir, 1)[:1]
+            except Exception:  # noqa: BLE001 - judge_pairs reports it
+                continue
+            for item in (i for c in (comp.prompt.content, comp.a, comp.b) for i in c.items if isinstance(i, ImageItem)):
+                if item.path in _KEPT:
+                    continue
+                try:
+                    item.digest  # loads (and keeps) the pixels, then hashes them
+                except Exception:  # noqa: BLE001 - the judge's own read names the failure
+                    continue
+                budget -= item.load().width * item.load().height * 3
+                if budget < 0:
+                    return
+                _KEPT[item.path] = item
+
+
+def forget_decoded() -> None:
+    _KEPT.clear()
 
 
 def judgment_entry(verdict: Verdict, evaluator: str) -> dict[str, Any]:
