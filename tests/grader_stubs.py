@@ -1,4 +1,6 @@
-"""Graders that stand in for a model in the official-metric tests."""
+"""Helpers of the official-metric tests: a grader that stands in for a model, and what `bon score` does."""
+
+from pathlib import Path
 
 from verifiers._grader import Grader, GradingFailed
 
@@ -14,3 +16,12 @@ class DownGrader(Grader):
 
     def next_word_probs(self, turns, words):
         raise AssertionError("a transient grader is never asked for probabilities here")
+
+
+def score_items(verifier, items: list[dict], base: Path):
+    """What `bon score` does: read_item -> score -> aggregate (per item: its id, prompt and score)."""
+    scored = []
+    for item in items:
+        prompt, candidate = verifier.read_item(item, base)
+        scored.append((verifier.item_id(item), prompt, verifier.score(prompt, candidate)))
+    return scored, verifier.aggregate([(p, s) for _, p, s in scored])

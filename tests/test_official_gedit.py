@@ -23,6 +23,7 @@ from bon.errors import BonError
 from official_gedit_cases import GUESS, example_items, items
 from verifiers import _gedit_official
 from verifiers.gedit import GEditVerifier
+from grader_stubs import DownGrader, score_items
 
 EXPECTED = json.loads((Path(__file__).parent / "official_gedit_expected.json").read_text())
 
@@ -42,15 +43,6 @@ def write_case_files(root: Path, cases: list[dict]) -> tuple[list[dict], Path]:
                 lines.append({"item": item, "question": q, "reply": reply, **({"attempt": n} if n < len(replies) else {})})
     (root / "replies.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     return rows, root / "replies.jsonl"
-
-
-def score_items(verifier, rows: list[dict], base: Path):
-    """What `bon score` does: read_item -> score -> aggregate."""
-    scored = []
-    for row in rows:
-        prompt, candidate = verifier.read_item(row, base)
-        scored.append((verifier.item_id(row), prompt, verifier.score(prompt, candidate)))
-    return scored, verifier.aggregate([(p, s) for _, p, s in scored])
 
 
 @pytest.fixture(autouse=True)
@@ -197,7 +189,7 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
 
 def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
     """A timeout or 5xx is retried on a rerun, whatever on_failure says; it never becomes a guess or a 0."""
-    from grader_stubs import DownGrader as Down
+    Down = DownGrader
 
     rows, _ = write_case_files(tmp_path, items()[:1])
     v = GEditVerifier(grader=Down(), prompts_dir=str(fake_checkout(tmp_path / "Step1X-Edit")), on_failure="zero")

@@ -18,6 +18,7 @@ from PIL import Image
 from bon.errors import BonError
 from official_isg_cases import ALL_YES, ANSWER, case, cases
 from verifiers.isg import IsgVerifier
+from grader_stubs import DownGrader, score_items
 
 EXPECTED = json.loads((Path(__file__).parent / "official_isg_expected.json").read_text())
 LEVELS = ("structure", "block", "image", "holistic")
@@ -36,15 +37,6 @@ def replay_file(path: Path, all_cases: list[dict]) -> Path:
     lines = [{"item": c["item"]["id"], "question": q, "reply": r} for c in all_cases for q, r in c["replies"].items()]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
-
-
-def score_items(verifier, items: list[dict], base: Path):
-    """What `bon score` does: read_item -> score -> aggregate."""
-    scored = []
-    for item in items:
-        prompt, candidate = verifier.read_item(item, base)
-        scored.append((verifier.item_id(item), prompt, verifier.score(prompt, candidate)))
-    return scored, verifier.aggregate([(p, s) for _, p, s in scored])
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +215,7 @@ def test_the_api_request_is_the_official_one(tmp_path, monkeypatch):
 
 def test_a_transient_grader_failure_is_a_transient_missing_score(tmp_path):
     """A timeout is retried on a rerun; only a call that failed for good counts as the official None."""
-    from grader_stubs import DownGrader as Down
+    Down = DownGrader
 
     c = case("ex-a", ANSWER, ALL_YES)
     write_images(tmp_path, [c["item"]])
