@@ -28,6 +28,7 @@ from analysis.tradeoff import cheapest_rows
 from bon.errors import BonError
 from bon.run import Run, as_run
 from bon.runfolder import strict
+from bon.stages.pool import run_named
 
 DASH = "–"
 SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
@@ -326,22 +327,30 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
                                       level=level, permutations=permutations)
         return with_headroom_warnings(table, headroom)
 
-    correlations = correlate(excluded, HEADLINE_PERMUTATIONS)
-    # the other choice, shown beside: the same bootstrap replicates, fewer orderings for its p-values (their
-    # count is in its "permutations" column), so a study's analysis does not take twice as long
-    other = correlate([] if excluded else list(graders), OTHER_PERMUTATIONS) if graders else None
-    power_result = None
-    if power:
+    def power_study() -> dict[str, Any] | None:
         try:
-            power_result = power_analysis(run, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
-                                          judges_grid=(5, 8, 12, 20, 32), sims=100, bootstrap=150, seed=seed,
-                                          prompts=prompts, axis=axis, excluded=left_out)
+            return power_analysis(run, width=power_width, prompts_grid=(25, 50, 100, 200, 400),
+                                  judges_grid=(5, 8, 12, 20, 32), sims=100, bootstrap=150, seed=seed,
+                                  prompts=prompts, axis=axis, excluded=left_out)
         except BonError:
-            power_result = None
+            return None
+
     predictor_dropped: dict[str, Any] | None = None
     if callable(predictor_pairs):
         predictor_dropped = {}
         predictor_pairs = predictor_pairs(overlap=leakage.outside_overlap(down, policy), dropped=predictor_dropped)
+    # independent of one another, each seeded on its own: side by side in forked workers (longest first)
+    parts = run_named({
+        "correlations": lambda: correlate(excluded, HEADLINE_PERMUTATIONS),
+        "power": power_study if power else lambda: None,
+        "leaderboards": lambda: all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level,
+                                                 excluded=left_out),
+        # the other choice, shown beside: the same bootstrap replicates, fewer orderings for its p-values (their
+        # count is in its "permutations" column), so a study's analysis does not take twice as long
+        "other": lambda: correlate([] if excluded else list(graders), OTHER_PERMUTATIONS) if graders else None,
+        "predictors": lambda: bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs,
+                                             predictor_source, excluded=left_out),
+    })
     lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
           "downstream_sources": sorted(down.sources.values())}
     if axis.dropped:
@@ -355,13 +364,11 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
                   "none applies (the Best-of-N prompts record no source)")
     return ReportBundle(
         run_dir=run.root, run=run, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
-        excluded_sources=axis.excluded, correlations=correlations,
-        leaderboards=all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level, excluded=left_out),
-        power=power_result, curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
+        excluded_sources=axis.excluded, correlations=parts["correlations"],
+        leaderboards=parts["leaderboards"], power=parts["power"], curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats,
-        predictors=bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs, predictor_source,
-                                  excluded=left_out),
-        tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=other,
+        predictors=parts["predictors"],
+        tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed), stored,
                                (stats.get("identities") or {}).get("verifier")))
 

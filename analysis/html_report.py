@@ -323,8 +323,9 @@ def leaderboard_columns() -> list[Column]:
     ]
 
 
-def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
-    """``report.html`` of a bundle whose figures are drawn."""
+def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = None) -> str:
+    """``report.html`` of a bundle whose figures are drawn; ``samples``: its sample-prompts section when already
+    rendered (:func:`sample_section`, which :func:`analysis.outputs.write_report` renders while figures draw)."""
     run_dir = b.run_dir
     corr, metrics, acc, lb, figs = b.correlations, b.metrics, b.accuracies, b.leaderboards, b.figures
     boot, seed, level = b.bootstrap, b.seed, b.level
@@ -418,10 +419,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1) -> str:
     parts.append('<h2 id="samples">Sample prompts: candidates, picks and verifier scores</h2>')
     parts.append(f'<p class="muted small">Every preference pair and Best-of-N match, with both orders\' verdicts, '
                  f"scores and reasons: <code>bon view --run {esc(run_dir)}</code> writes <code>view.html</code>.</p>")
-    try:
-        parts.append(samples_html(b.run or run_dir, b.prompts, sample_prompts))
-    except (BonError, OSError, ValueError, KeyError) as exc:
-        parts.append(f'<p class="muted">Samples unavailable: {esc(exc)}</p>')
+    parts.append(samples if samples is not None else sample_section(b, sample_prompts))
 
     # method + data
     parts.append('<h2 id="method">Method</h2>' + METHOD_HTML)
@@ -654,6 +652,14 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
         order = sorted(spread.index, key=lambda pid: (-int(spread[pid]), pid))
         chosen += [(task, pid) for pid in order[:per_task]]
     return chosen
+
+
+def sample_section(b: ReportBundle, sample_prompts: int = 1) -> str:
+    """The sample prompts of a report, or one line saying why they cannot be shown."""
+    try:
+        return samples_html(b.run or b.run_dir, b.prompts, sample_prompts)
+    except (BonError, OSError, ValueError, KeyError) as exc:
+        return f'<p class="muted">Samples unavailable: {esc(exc)}</p>'
 
 
 def samples_html(run: Run | Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:

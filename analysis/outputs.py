@@ -5,12 +5,13 @@ imports the other, so the files can never disagree."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from analysis.bundle import ReportBundle
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
-from analysis.html_report import render_run
+from analysis.html_report import render_run, sample_section
 from analysis.plots import correlation_figure
 from analysis.predictors import figure_title
 from analysis.report import FIGURE_NOTE, render_markdown
@@ -19,41 +20,35 @@ from bon.runfolder import RunFolder, write_json, write_text
 
 
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
-    """Draw the figures and write every file of the bundle into ``out``; returns what was written."""
+    """Draw the figures and write every file of the bundle into ``out``; returns what was written. The
+    figures are drawn by forked workers while this process writes the tables and renders the sample
+    prompts (the two take about as long); the renderings that show the figures come last."""
     out.require_writable()
-    bundle.figures = draw_figures(out, bundle)
     written: dict[str, Path] = {}
-    for name, table in bundle.tables().items():
-        written[name] = getattr(out, name)
-        write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
-    write_json(out.report_json, bundle.payload())
+    with figures_drawing(out, bundle) as drawn:
+        for name, table in bundle.tables().items():
+            written[name] = getattr(out, name)
+            write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
+        write_json(out.report_json, bundle.payload())
+        samples = sample_section(bundle, sample_prompts)
+        bundle.figures = drawn()
     write_text(out.report, render_markdown(bundle, out))
-    write_text(out.report_html, render_run(bundle, sample_prompts))
+    write_text(out.report_html, render_run(bundle, sample_prompts, samples))
     return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
 
 
-def draw_figures(folder: RunFolder, b: ReportBundle) -> dict[str, list[Path]]:
-    """The report's figures, PNG and SVG, each drawn once under ``folder``'s figures folder. Each figure is
-    drawn by its own forked worker when cores allow (:func:`bon.stages.pool.run_jobs`; ``BON_WORKERS=1``: in
-    this process): drawing is most of a small report's time, and every figure is independent of the others."""
-    from bon.stages.pool import run_jobs
+@contextmanager
+def figures_drawing(folder: RunFolder, b: ReportBundle) -> Iterator[Callable[[], dict[str, list[Path]]]]:
+    """Start drawing the report's figures; the block gets a function that waits for them and returns their
+    paths. Each figure is drawn by its own forked worker when cores allow (:func:`bon.stages.pool.jobs_started`;
+    ``BON_WORKERS=1``: in this process, when the function is called): drawing is most of a small report's time,
+    and every figure is independent of the others."""
+    from bon.stages.pool import cpu_workers, jobs_started
 
     jobs = figure_jobs(folder, b)
     folder.figures.mkdir(parents=True, exist_ok=True)
-    drawn = run_jobs(lambda i: jobs[i][1](), len(jobs), figure_workers(len(jobs)))
-    return {name: paths for (name, _), paths in zip(jobs, drawn)}
-
-
-def figure_workers(jobs: int) -> int:
-    """Worker processes for ``jobs`` figures: one per usable core (Linux only), at most one per figure."""
-    import os
-    import sys
-
-    from bon.stages.pool import WORKERS_ENV, usable_cores
-
-    wanted = os.environ.get(WORKERS_ENV, "")
-    cores = int(wanted) if wanted.isdigit() and int(wanted) > 0 else usable_cores()
-    return max(1, min(cores, jobs)) if sys.platform.startswith("linux") else 1
+    with jobs_started(lambda i: jobs[i][1](), len(jobs), cpu_workers(len(jobs))) as results:
+        yield lambda: {name: paths for (name, _), paths in zip(jobs, results)}
 
 
 def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:

@@ -9,6 +9,7 @@ the intervals").
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -777,7 +778,7 @@ def permutation_p(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]], 
     tol = 1e-12
     if len(cleaned) == 1 and len(cleaned[0][0]) <= EXACT_PERMUTATION_MAX_JUDGES:
         x, y = cleaned[0]
-        perms = np.array(list(itertools.permutations(range(len(y)))))
+        perms = all_orderings(len(y))
         null = COEFFICIENTS[stat](x[None, :], y[perms])
         return float(np.mean(np.abs(null) >= abs(obs) - tol)), len(perms)
     rng = np.random.default_rng(seed)
@@ -788,6 +789,15 @@ def permutation_p(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]], 
     null = _stat(stat, permuted)
     hits = int(np.sum(np.abs(null[np.isfinite(null)]) >= abs(obs) - tol))
     return (1 + hits) / (1 + permutations), permutations
+
+
+@functools.lru_cache(maxsize=None)
+def all_orderings(n: int) -> np.ndarray:
+    """Every ordering of ``range(n)`` (n! rows, lexicographic), built once per size: the exact test of each
+    setting and coefficient reuses it (5,040 rows for 7 judges)."""
+    orderings = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+    orderings.flags.writeable = False
+    return orderings
 
 
 def _leave_one_out(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]],

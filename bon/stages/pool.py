@@ -21,7 +21,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 WORKERS_ENV = "BON_WORKERS"  # 1 = no worker processes; default: one per usable core
 
@@ -35,13 +35,9 @@ def usable_cores() -> int:
 
 def worker_count(plugins: Sequence[Any], jobs: int) -> int:
     """How many worker processes to use for ``jobs`` jobs over ``plugins`` (1 = run in the driver)."""
-    if jobs < 2 or not sys.platform.startswith("linux"):  # fork is unsafe with macOS system libraries
+    if jobs < 2 or not all(getattr(p, "forkable", False) for p in plugins):
         return 1
-    if not all(getattr(p, "forkable", False) for p in plugins):
-        return 1
-    wanted = os.environ.get(WORKERS_ENV)
-    cores = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else usable_cores()
-    return max(1, min(cores, jobs))
+    return cpu_workers(jobs)
 
 
 _JOB: Callable[[int], Any] | None = None  # set in the driver just before forking
@@ -101,10 +97,22 @@ def run_jobs(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Any
     only its results travel back by pickle. Every worker is forked before the first result is
     yielded, so what the caller opens after that never crosses a fork.
     """
-    global _JOB
     if workers <= 1:
         for i in range(jobs):
             yield job(i)
+        return
+    with jobs_started(job, jobs, workers) as results:
+        yield from results
+
+
+@contextlib.contextmanager
+def jobs_started(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Iterator[Any]]:
+    """Start ``job(0) .. job(jobs - 1)`` in ``workers`` forked processes and give the block an iterator of
+    their results (index order): the driver does other work in the block while the workers run, then
+    reads the results. With ``workers <= 1`` the iterator runs each job in the driver as it is read."""
+    global _JOB
+    if workers <= 1:
+        yield (job(i) for i in range(jobs))
         return
     _JOB = job
     try:
@@ -112,7 +120,30 @@ def run_jobs(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Any
                                  initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
             with _opencv_single_threaded():  # the fork start method forks every worker on the first submit
                 futures = [pool.submit(_call, i) for i in range(jobs)]
-            for future in futures:
-                yield future.result()
+            try:
+                yield (future.result() for future in futures)
+            finally:
+                for future in futures:  # a block that failed does not wait for jobs nobody will read
+                    future.cancel()
     finally:
         _JOB = None
+
+
+def run_named(jobs: Mapping[str, Callable[[], Any]], workers: int | None = None) -> dict[str, Any]:
+    """``{name: job()}`` for independent jobs, run side by side in forked workers (one per usable core, at
+    most one per job; ``BON_WORKERS=1`` or off Linux: one after another in the driver). For pure
+    computations whose results pickle (tables, dicts): the report's independent statistics."""
+    names = list(jobs)
+    if workers is None:
+        workers = cpu_workers(len(names))
+    return dict(zip(names, run_jobs(lambda i: jobs[names[i]](), len(names), workers)))
+
+
+def cpu_workers(jobs: int) -> int:
+    """Worker processes for ``jobs`` independent pure-CPU jobs: one per usable core (``BON_WORKERS``
+    overrides), at most one per job; 1 (the driver alone) off Linux."""
+    if not sys.platform.startswith("linux"):
+        return 1
+    wanted = os.environ.get(WORKERS_ENV, "")
+    cores = int(wanted) if wanted.isdigit() and int(wanted) > 0 else usable_cores()
+    return max(1, min(cores, jobs))
