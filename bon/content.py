@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 from PIL import Image
 
@@ -70,6 +70,26 @@ class ImageItem:
 
 
 Item = Union[TextItem, ImageItem]
+
+
+def decode_images(items: Sequence[ImageItem], threads: int) -> list[bool]:
+    """Load and hash every image (each item keeps its pixels and digest) in ``threads`` threads: PIL's
+    decoder and hashlib let go of the GIL, so a driver about to fork workers, or to score every image,
+    has them ready sooner. True where it worked; a failure is left for the stage that reads the image
+    to report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def decode(item: ImageItem) -> bool:
+        try:
+            item.digest  # loads (and keeps) the pixels, then hashes them
+        except Exception:  # noqa: BLE001 - the stage's own read names the failure
+            return False
+        return True
+
+    if threads <= 1:
+        return [decode(item) for item in items]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(decode, items, chunksize=64))
 
 
 @dataclass(eq=False)

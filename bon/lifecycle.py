@@ -3,8 +3,8 @@ as soon as that stage is done, so a study's peak accelerator memory is its large
 of every model it uses.
 
 Plugins that hold weights may define ``close()`` (delete the weights; a served judge stops its
-servers, see :mod:`bon.serve`); the runner calls it when it exists, then collects garbage and empties
-torch's CUDA cache if torch is already imported (it never imports torch itself).
+servers, see :mod:`bon.serve`); the runner calls it when it exists, then, if torch is already imported
+(it never imports torch itself), collects garbage and empties torch's CUDA cache.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import yaml
 from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
-from bon.content import Candidate, ImageItem, Prompt
+from bon.content import Candidate, ImageItem, Prompt, decode_images
 from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
@@ -35,7 +35,7 @@ from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import forget_decoded, judge_pairs, keep_decoded
-from bon.stages.pool import run_jobs, worker_count
+from bon.stages.pool import run_jobs, usable_cores, worker_count
 from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import select, strategy_label
@@ -164,6 +164,8 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
     verifier = LazyPlugin(cfg.verifier, "verifier")
+    if _cheap_and_local(executor, "verifier", [cfg.verifier]):  # it reads every image here: decoded in threads first
+        decode_once(candidates)
     try:
         scores = verify(run, verifier, prompt_map, everything, executor=executor)
     finally:
@@ -227,6 +229,17 @@ def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec
     return worker_count(classes, len(specs))
 
 
+def _relative_costs(kind: str, specs: list[PluginSpec]) -> list[float]:
+    """Each plugin's ``relative_cost`` (default 1): which of a stage's worker jobs to start first."""
+    return [float(getattr(registry.resolve(kind, registry.parse_spec(spec.name)[0]), "relative_cost", 1.0)) for spec in specs]
+
+
+def _cheap_and_local(executor, kind: str, specs: list[PluginSpec]) -> bool:
+    """Whether this process runs the stage and its plugins are cheap CPU ones (``forkable``): the synthetic world."""
+    return getattr(executor, "name", "local") == "local" and all(
+        getattr(registry.resolve(kind, registry.parse_spec(spec.name)[0]), "forkable", False) for spec in specs)
+
+
 def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],
                      candidates: dict[str, dict[str, list[Candidate]]], pair_counts: dict[str, int], ledger: Ledger,
                      executor, identities: dict[str, Any]):
@@ -260,7 +273,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
         keep_decoded(run.mmrb2, list(pair_counts))
     books: JudgmentStore | None = None  # the driver's connection, opened once every worker is forked
     try:
-        for done in run_jobs(one_judge, len(specs), workers):
+        for done in run_jobs(one_judge, len(specs), workers, costs=_relative_costs("judge", specs)):
             books = books or open_store()
             name = done["name"]
             for stage, seconds in done["walls"].items():
@@ -284,16 +297,11 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
 
 
 def decode_once(candidates: dict[str, dict[str, list[Candidate]]]) -> None:
-    """Decode and hash every candidate image here, before the judges' workers fork: they inherit the
-    pixels and digests instead of each decoding every image again (9 judges: 9 decodes per image).
-    An image that fails to load is left as it was; the judge that reads it reports it, as before."""
-    for by_prompt in candidates.values():
-        for cands in by_prompt.values():
-            for item in (item for c in cands for item in c.content.items if isinstance(item, ImageItem)):
-                try:
-                    item.digest  # loads (and keeps) the pixels, then hashes them
-                except Exception:  # noqa: BLE001 - the judge's own read names the failure
-                    pass
+    """Decode and hash every candidate image here, in threads, before the verifier scores them and before
+    the judges' workers fork: they inherit the pixels and digests instead of each decoding every image
+    again (9 judges: 9 decodes per image)."""
+    decode_images([item for by_prompt in candidates.values() for cands in by_prompt.values()
+                   for c in cands for item in c.content.items if isinstance(item, ImageItem)], usable_cores())
 
 
 def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],

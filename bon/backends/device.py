@@ -57,12 +57,15 @@ def free_memory() -> None:
 
     cuBLAS keeps its workspaces in torch's allocator until told otherwise; they go too, so a finished
     stage leaves the device as it found it (without this, benchmarks/gpu_check.py on an H200 found the
-    first CUDA stage's memory never returning to its baseline)."""
-    gc.collect()
+    first CUDA stage's memory never returning to its baseline). Without torch loaded there is no model
+    memory for a collection to hand back, and a full collection of a large study's objects costs seconds."""
     import sys
 
     torch = sys.modules.get("torch")  # never import torch just to free nothing
-    if torch is not None and torch.cuda.is_available():
+    if torch is None:
+        return
+    gc.collect()
+    if torch.cuda.is_available():
         clear_cublas_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
         if clear_cublas_workspaces is not None:
             clear_cublas_workspaces()

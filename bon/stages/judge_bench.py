@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from bon.content import Content, ImageItem, Prompt, safe_join
+from bon.content import Content, ImageItem, Prompt, decode_images, safe_join
 from bon.errors import BonError
 from bon.mmrb2 import Pair, find_task_file, load_pairs
 from bon.progress import bar
@@ -51,10 +51,13 @@ KEEP_BYTES = 512 * 2**20  # decoded pixels kept at most (the demo's set: ~85 MB)
 
 
 def keep_decoded(bench_dir: Path, tasks: list[str], budget: int = KEEP_BYTES) -> None:
-    """Decode and hash the preference set's images here, before the judges' workers fork: each worker
-    then shares them instead of decoding every image again (9 judges: 9 decodes per image), up to
-    ``budget`` bytes of pixels. Anything that fails to read is skipped; the judge that reads it reports
-    it, as before. :func:`forget_decoded` lets them go."""
+    """Decode and hash the preference set's images here (in threads), before the judges' workers fork:
+    each worker then shares them instead of decoding every image again (9 judges: 9 decodes per image),
+    up to ``budget`` bytes of pixels. Anything that fails to read is skipped; the judge that reads it
+    reports it, as before. :func:`forget_decoded` lets them go."""
+    from bon.stages.pool import usable_cores
+
+    items: dict[Path, ImageItem] = {}
     for task in tasks:
         try:
             spec = parse_task(task)
@@ -67,16 +70,18 @@ def keep_decoded(bench_dir: Path, tasks: list[str], budget: int = KEEP_BYTES) ->
             except Exception:  # noqa: BLE001 - judge_pairs reports it
                 continue
             for item in (i for c in (comp.prompt.content, comp.a, comp.b) for i in c.items if isinstance(i, ImageItem)):
-                if item.path in _KEPT:
-                    continue
-                try:
-                    item.digest  # loads (and keeps) the pixels, then hashes them
-                except Exception:  # noqa: BLE001 - the judge's own read names the failure
-                    continue
-                budget -= item.load().width * item.load().height * 3
-                if budget < 0:
-                    return
-                _KEPT[item.path] = item
+                if item.path not in _KEPT:
+                    items.setdefault(item.path, item)
+    todo = list(items.values())
+    for start in range(0, len(todo), 256):  # a batch at a time: no more decoded than the budget keeps
+        batch = todo[start:start + 256]
+        for item, ok in zip(batch, decode_images(batch, usable_cores())):
+            if not ok:
+                continue
+            budget -= item.load().width * item.load().height * 3
+            if budget < 0:
+                return
+            _KEPT[item.path] = item
 
 
 def forget_decoded() -> None:

@@ -1,7 +1,9 @@
 """Cheap CPU plugins in parallel: one forked worker per job, every shared file written by the driver.
 
 A plugin opts in with the class attribute ``forkable = True`` (a pure-CPU plugin that holds no model
-worth sharing and no open connection: the synthetic world's judges, generators and verifier). Real
+worth sharing and no open connection: the synthetic world's judges, generators and verifier), and may
+add ``relative_cost`` (default 1), a rough guess of its CPU time next to its kind's others: the costliest
+start first. Real
 models never fork: two copies of a VLM would not fit, and a GPU context does not survive a fork.
 
 A worker that judges opens its own connection to the judgment store after the fork (SQLite in WAL
@@ -90,19 +92,27 @@ def _call(index: int) -> Any:
     return _JOB(index)
 
 
-def run_jobs(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator[Any]:
+def run_jobs(job: Callable[[int], Any], jobs: int, workers: int, costs: Sequence[float] | None = None) -> Iterator[Any]:
     """``job(0) .. job(jobs - 1)`` in ``workers`` forked processes, results yielded in index order.
 
     The job is handed to the children by fork (it may close over anything, picklable or not);
     only its results travel back by pickle. Every worker is forked before the first result is
-    yielded, so what the caller opens after that never crosses a fork.
+    yielded, so what the caller opens after that never crosses a fork. With ``costs`` (a rough guess
+    of each job's CPU time) the costliest jobs start first (longest processing time first: when a few
+    jobs dominate, the stage ends sooner); the results still come in index order.
     """
     if workers <= 1:
         for i in range(jobs):
             yield job(i)
         return
-    with jobs_started(job, jobs, workers) as results:
-        yield from results
+    order = sorted(range(jobs), key=lambda i: -costs[i]) if costs is not None else list(range(jobs))
+    with jobs_started(lambda k: job(order[k]), jobs, workers) as results:
+        done: dict[int, Any] = {}
+        started = iter(order)  # the job index of each result, in the order they come
+        for i in range(jobs):
+            while i not in done:
+                done[next(started)] = next(results)
+            yield done.pop(i)
 
 
 @contextlib.contextmanager

@@ -146,6 +146,7 @@ class ColourHistogramJudge(ScoringJudge):
     0.01) and ``edit_scale`` (histogram change, in pixel share, that counts as a clear edit, 0.03)."""
 
     algorithm = "colour-hist"
+    relative_cost = 2.0  # a histogram of every image (bon.stages.pool starts the costliest first)
     version = 1
     margin_scale = 1.0
 

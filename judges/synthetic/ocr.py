@@ -22,7 +22,6 @@ import unicodedata
 from typing import Any, Callable
 
 import numpy as np
-from scipy import ndimage
 
 from bon.content import Content, ImageItem, Prompt
 from bon.errors import BonError
@@ -77,8 +76,12 @@ def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
 
     Returns the crop (original pixels, padded by ``pad``), or None when there is no ink.
     """
+    import cv2
+
     arr = rgb.astype(np.int16)
-    den = ndimage.median_filter(arr, size=(3, 3, 1), mode="nearest")  # speckle-proof masks
+    # speckle-proof masks: a 3x3 median per channel, edges repeated (exactly scipy.ndimage.median_filter's
+    # size (3, 3, 1), mode "nearest"; OpenCV's is ~20x faster)
+    den = cv2.medianBlur(np.ascontiguousarray(rgb, dtype=np.uint8), 3).astype(np.int16)
     ink = _dark(arr) | _dark(den)
     lo = den.min(axis=2)
     h, w = ink.shape
@@ -181,6 +184,7 @@ class OcrJudge(ScoringJudge):
     """Options: none beyond ``name`` and ``seed`` (the OCR model is the one rapidocr ships)."""
 
     algorithm = "ocr"
+    relative_cost = 6.0  # a recognition model run on every image with text (bon.stages.pool starts the costliest first)
     version = 1
     margin_scale = 1.5  # one wrong letter in a 3-letter word is 0.33 apart: a clear preference
 

@@ -71,20 +71,29 @@ def noise_sigma(grey: np.ndarray, skip: np.ndarray) -> float:
 
 
 def edge_zone(grey: np.ndarray, threshold: float = 30.0) -> np.ndarray:
-    """Pixels near strong edges of the de-noised image (left out of the noise estimate)."""
+    """Pixels near strong edges of the de-noised image (left out of the noise estimate). OpenCV's Sobel and
+    dilation on the median-filtered (whole-number) image give exactly scipy.ndimage's ``sobel`` (mode
+    "reflect") and ``binary_dilation`` (3x3 cross, twice), several times faster."""
+    import cv2
+
     smooth = _median(np.round(grey).astype(np.uint8), 5).astype(np.float32)
-    mag = np.hypot(ndimage.sobel(smooth, axis=0), ndimage.sobel(smooth, axis=1)) / 4.0
-    return ndimage.binary_dilation(mag > threshold, iterations=2)
+    gy = cv2.Sobel(smooth, cv2.CV_32F, 0, 1, ksize=3, borderType=cv2.BORDER_REFLECT)
+    gx = cv2.Sobel(smooth, cv2.CV_32F, 1, 0, ksize=3, borderType=cv2.BORDER_REFLECT)
+    mag = np.hypot(gy, gx) / 4.0
+    cross = cv2.getStructuringElement(cv2.MORPH_CROSS, (3, 3))
+    return cv2.dilate((mag > threshold).view(np.uint8), cross, iterations=2,
+                      borderType=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
 
 
-def blur_amount(rgb: np.ndarray) -> float:
+def blur_amount(rgb: np.ndarray, denoised: np.ndarray | None = None) -> float:
     """0 for crisp edges, towards 1 for soft ones; 0 when the image has no contrasty edges.
 
     Per channel, around every edge with a local contrast above 40 levels, compare the steepest
     one-pixel step nearby with that contrast: a crisp edge takes the whole contrast in one step.
+    ``denoised``: the image's 3x3 median when already computed.
     """
     ratios = []
-    denoised = _median(rgb, 3)
+    denoised = _median(rgb, 3) if denoised is None else denoised
     for ch in range(3):
         den = denoised[..., ch].astype(np.float32)
         dx = np.abs(np.diff(den, axis=1, append=den[:, -1:]))
@@ -143,12 +152,13 @@ def banner_rows(rgb: np.ndarray) -> np.ndarray:
     return keep
 
 
-def stray_lines(rgb: np.ndarray, noise: float) -> float:
+def stray_lines(rgb: np.ndarray, noise: float, median3: np.ndarray | None = None) -> float:
     """Pixels (in units of 64) on long thin marks outside the text banner: what a 3x3 (thin
-    strokes) or 5x5 (two-pixel strokes) median erases, in components long and narrow enough."""
+    strokes) or 5x5 (two-pixel strokes) median erases, in components long and narrow enough.
+    ``median3``: the image's 3x3 median when already computed."""
     arr = rgb.astype(np.int16)
     thr = max(60.0, 4.0 * noise)
-    resid3 = _channel_max(np.abs(arr - _median(rgb, 3)))
+    resid3 = _channel_max(np.abs(arr - (_median(rgb, 3) if median3 is None else median3)))
     resid5 = _channel_max(np.abs(arr - _median(rgb, 5)))
     thin = (resid3 > thr) | (resid5 > thr)
     thin[banner_rows(rgb)] = False
@@ -173,11 +183,12 @@ def stray_lines(rgb: np.ndarray, noise: float) -> float:
 def image_defects(rgb: np.ndarray) -> dict[str, float]:
     grey = rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
     noise = noise_sigma(grey, edge_zone(grey))
+    median3 = _median(rgb, 3)  # shared by the blur and stray-line measures
     return {
         "noise": noise,
-        "blur": blur_amount(rgb),
+        "blur": blur_amount(rgb, median3),
         "block": compression(rgb, noise),
-        "lines": stray_lines(rgb, noise),
+        "lines": stray_lines(rgb, noise, median3),
     }
 
 
@@ -185,6 +196,7 @@ class QualityJudge(ScoringJudge):
     """Options: ``weights`` for the four defects (noise, blur, block, lines), default all 1.0."""
 
     algorithm = "quality"
+    relative_cost = 8.0  # four defect measures on every image (bon.stages.pool starts the costliest first)
     version = 1
     margin_scale = 1.0
 

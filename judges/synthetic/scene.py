@@ -56,4 +56,5 @@ class SceneJudge(ScoringJudge):
 
 class LowResSceneJudge(SceneJudge):
     algorithm = "scene-lowres"
+    relative_cost = 2.0  # its own low-resolution look at every image (bon.stages.pool starts the costliest first)
     resolution = 32
