@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bon.content import Candidate, Content, ImageItem, Prompt, append_jsonl, load_candidates, load_prompts, read_jsonl
+from bon.content import (Candidate, Content, ImageItem, Prompt, append_jsonl, decode_images, load_candidates, load_prompts,
+                         read_jsonl)
 from bon.errors import BonError
 
 
@@ -81,3 +82,17 @@ def test_decode_once_keeps_pixels_and_leaves_a_missing_file_to_the_judge(tmp_pat
     assert good._image is not None and good._digest == ImageItem(tmp_path / "a.png").digest
     with pytest.raises(BonError, match="not found"):
         gone.load()  # the judge that reads it reports it, as before
+
+
+def test_decode_images_keeps_pixels_and_digests_and_leaves_failures_to_the_reader(tmp_path):
+    paths = []
+    for k in range(5):
+        paths.append(tmp_path / f"{k}.png")
+        Image.new("RGB", (4 + k, 3), (k, 2 * k, 3 * k)).save(paths[-1])
+    (tmp_path / "bad.png").write_bytes(b"not a png")
+    for threads in (1, 3):
+        items = [ImageItem(path=p) for p in [*paths, tmp_path / "bad.png", tmp_path / "absent.png"]]
+        assert decode_images(items, threads) == [True] * 5 + [False, False]
+        fresh = [ImageItem(path=p) for p in paths]
+        assert [it.digest for it in items[:5]] == [it.digest for it in fresh]
+        assert all(it._image is not None for it in items[:5]) and items[5]._image is None

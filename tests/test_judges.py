@@ -196,6 +196,29 @@ def test_quality_is_prompt_blind_and_text_blind():
     assert_no_signal(judge, p1, Content.of("clean words"), Content.of("noisy words"))
 
 
+def test_opencv_filters_equal_the_scipy_ones_they_replace():
+    """The quality judge's edge zone and the OCR judge's speckle filter run through OpenCV because it is
+    faster; on noisy, blurred, striped and tiny images they give exactly scipy.ndimage's results."""
+    from scipy import ndimage
+
+    from judges.synthetic.quality import _median, edge_zone
+
+    rng = np.random.default_rng(0)
+    images = [np.asarray(draw([circle(RED), ("square", BLUE, (80, 60, 110, 90))], text="HI", noise=n, blur=b, line=l))
+              for n, b, l in [(0, 0, False), (15, 0, False), (0, 1.5, True), (30, 0.8, True)]]
+    images += [rng.integers(0, 256, (7, 5, 3), dtype=np.uint8), rng.integers(0, 256, (40, 64, 3), dtype=np.uint8)]
+    for rgb in images:
+        grey = rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+        smooth = _median(np.round(grey).astype(np.uint8), 5).astype(np.float32)
+        mag = np.hypot(ndimage.sobel(smooth, axis=0), ndimage.sobel(smooth, axis=1)) / 4.0
+        for threshold in (5.0, 30.0):
+            assert np.array_equal(edge_zone(grey, threshold), ndimage.binary_dilation(mag > threshold, iterations=2))
+        import cv2
+
+        assert np.array_equal(cv2.medianBlur(rgb.copy(), 3).astype(np.int16),
+                              ndimage.median_filter(rgb.astype(np.int16), size=(3, 3, 1), mode="nearest"))
+
+
 # --- text overlap ---------------------------------------------------------------------------------
 
 

@@ -26,3 +26,39 @@ def test_workers_forked_after_opencv_threads_finish_and_the_driver_keeps_its_poo
     done = subprocess.run([sys.executable, "-c", DRIVER], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["4.0", "True"]
+
+
+def test_costliest_jobs_start_first_and_results_still_come_in_index_order(monkeypatch):
+    """run_jobs with costs hands the jobs out costliest first (the pool stand-in runs them in the order
+    handed out) and still yields job(0), job(1), ... in index order."""
+    import contextlib
+
+    from bon.stages import pool
+
+    ran: list[int] = []
+
+    @contextlib.contextmanager
+    def in_order(job, jobs, workers):
+        yield (job(k) for k in range(jobs))
+
+    monkeypatch.setattr(pool, "jobs_started", in_order)
+
+    def job(i: int) -> str:
+        ran.append(i)
+        return f"job {i}"
+
+    assert list(pool.run_jobs(job, 4, 2, costs=[1.0, 5.0, 2.0, 9.0])) == ["job 0", "job 1", "job 2", "job 3"]
+    assert ran == [3, 1, 2, 0]
+    ran.clear()
+    assert list(pool.run_jobs(job, 3, 2)) == ["job 0", "job 1", "job 2"] and ran == [0, 1, 2]
+
+
+def test_jobs_started_lets_the_driver_work_while_workers_run_and_run_named_keeps_names():
+    from bon.stages.pool import jobs_started, run_named
+
+    with jobs_started(lambda i: i * i, 3, 2) as results:
+        mine = sum(range(1000))  # the driver's own work, meanwhile
+        assert list(results) == [0, 1, 4]
+    assert mine == 499500
+    assert run_named({"a": lambda: "x", "b": lambda: [1, 2]}, workers=2) == {"a": "x", "b": [1, 2]}
+    assert run_named({"a": lambda: 3}, workers=1) == {"a": 3}
