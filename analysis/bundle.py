@@ -314,7 +314,6 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     axis = judge_axis(run, judges, accuracies, exclude_sources, own_rule)
     stats = leakage.load_stats(run)  # rebuilt from the store when stats.json is missing
     acc = axis.with_intervals(bootstrap, seed, level)
-    metrics = with_accuracies(bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n), acc)
     headroom = headroom_table(prompts, scores, run.n)
     graders = leakage.grader_judges(stats, judges)
     left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
@@ -348,9 +347,11 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         # the other choice, shown beside: the same bootstrap replicates, fewer orderings for its p-values (their
         # count is in its "permutations" column), so a study's analysis does not take twice as long
         "other": lambda: correlate([] if excluded else list(graders), OTHER_PERMUTATIONS) if graders else None,
+        "metrics": lambda: bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n),
         "predictors": lambda: bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs,
                                              predictor_source, excluded=left_out),
     })
+    metrics = with_accuracies(parts["metrics"], acc)
     lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
           "downstream_sources": sorted(down.sources.values())}
     if axis.dropped:
@@ -364,10 +365,9 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
                   "none applies (the Best-of-N prompts record no source)")
     return ReportBundle(
         run_dir=run.root, run=run, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
-        excluded_sources=axis.excluded, correlations=parts["correlations"],
-        leaderboards=parts["leaderboards"], power=parts["power"], curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
-        study=study, versions=config.get("versions") or {}, stats=stats,
-        predictors=parts["predictors"],
+        excluded_sources=axis.excluded, correlations=parts["correlations"], leaderboards=parts["leaderboards"],
+        power=parts["power"], curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
+        study=study, versions=config.get("versions") or {}, stats=stats, predictors=parts["predictors"],
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed), stored,
                                (stats.get("identities") or {}).get("verifier")))

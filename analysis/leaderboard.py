@@ -18,6 +18,7 @@ tell a cheap good-enough judge from an expensive marginally better one.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import warnings
@@ -67,11 +68,18 @@ def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> 
     obs = abs(d.sum())
     tol = 1e-12 * max(1.0, obs)
     if d.size <= EXACT_SIGN_FLIP_MAX:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
-        return float(np.mean(np.abs(signs @ d) >= obs - tol))
+        return float(np.mean(np.abs(all_signs(d.size) @ d) >= obs - tol))
     rng = np.random.default_rng(seed)
     signs = rng.choice((1.0, -1.0), size=(permutations, d.size))
     return float((1 + np.sum(np.abs(signs @ d) >= obs - tol)) / (1 + permutations))
+
+
+@functools.lru_cache(maxsize=None)
+def all_signs(n: int) -> np.ndarray:
+    """Every choice of n signs (2**n rows), built once per n: each judge pair's exact test reuses it."""
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    signs.flags.writeable = False
+    return signs
 
 
 def holm(pvalues: np.ndarray) -> np.ndarray:

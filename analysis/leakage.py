@@ -20,6 +20,8 @@ Two leaks inflate the relation between a judge's accuracy and its Best-of-N gain
 
 from __future__ import annotations
 
+import json
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,10 +80,18 @@ def own_set_overlap(bench: Path, down: Downstream, policy: LeakagePolicy) -> Ove
     extra = {source_key(s): s for s in policy.sources}
     from bon.stages.judge_bench import pair_comparisons
 
+    digests: dict[tuple[str, str], str] = {}  # a prompt's digest, once per prompt (a prompt has several pairs)
+
+    def prompt_digest(task: str, pair: mmrb2.Pair) -> str:
+        key = (task, json.dumps(pair.prompt_content, sort_keys=True))
+        if key not in digests:
+            digests[key] = pair_comparisons(pair, task, bench, 1)[0].prompt.content.digest
+        return digests[key]
+
     def why(task: str, pair: mmrb2.Pair) -> str | None:
         if source_key(pair.prompt_source) in extra:
             return f"source {pair.prompt_source} (leakage: sources)"
-        if pair.prompt_content is not None and pair_comparisons(pair, task, bench, 1)[0].prompt.content.digest in down.digests:
+        if pair.prompt_content is not None and prompt_digest(task, pair) in down.digests:
             return "its prompt is a Best-of-N prompt"
         return None
 

@@ -5,9 +5,8 @@ imports the other, so the files can never disagree."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from analysis.bundle import ReportBundle
 from analysis.figures import bon_curves_figure, power_figure, reranker_figure
@@ -20,35 +19,32 @@ from bon.runfolder import RunFolder, write_json, write_text
 
 
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
-    """Draw the figures and write every file of the bundle into ``out``; returns what was written. The
-    figures are drawn by forked workers while this process writes the tables and renders the sample
-    prompts (the two take about as long); the renderings that show the figures come last."""
+    """Draw the figures and write every file of the bundle into ``out``; returns what was written.
+
+    The figures and the sample prompts' thumbnails are made by forked workers, one job each
+    (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
+    the tables and ``report.json``: they are most of a small report's time and independent of each other.
+    The two renderings that show the figures come last."""
+    from bon.stages.pool import cpu_workers, jobs_started
+
     out.require_writable()
+    out.figures.mkdir(parents=True, exist_ok=True)
+    jobs = [*figure_jobs(out, bundle), (SAMPLES, lambda: sample_section(bundle, sample_prompts))]
     written: dict[str, Path] = {}
-    with figures_drawing(out, bundle) as drawn:
+    with jobs_started(lambda i: jobs[i][1](), len(jobs), cpu_workers(len(jobs))) as results:
         for name, table in bundle.tables().items():
             written[name] = getattr(out, name)
             write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
         write_json(out.report_json, bundle.payload())
-        samples = sample_section(bundle, sample_prompts)
-        bundle.figures = drawn()
+        made = dict(zip((name for name, _ in jobs), results))
+    samples = made.pop(SAMPLES)
+    bundle.figures = made
     write_text(out.report, render_markdown(bundle, out))
     write_text(out.report_html, render_run(bundle, sample_prompts, samples))
     return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
 
 
-@contextmanager
-def figures_drawing(folder: RunFolder, b: ReportBundle) -> Iterator[Callable[[], dict[str, list[Path]]]]:
-    """Start drawing the report's figures; the block gets a function that waits for them and returns their
-    paths. Each figure is drawn by its own forked worker when cores allow (:func:`bon.stages.pool.jobs_started`;
-    ``BON_WORKERS=1``: in this process, when the function is called): drawing is most of a small report's time,
-    and every figure is independent of the others."""
-    from bon.stages.pool import cpu_workers, jobs_started
-
-    jobs = figure_jobs(folder, b)
-    folder.figures.mkdir(parents=True, exist_ok=True)
-    with jobs_started(lambda i: jobs[i][1](), len(jobs), cpu_workers(len(jobs))) as results:
-        yield lambda: {name: paths for (name, _), paths in zip(jobs, results)}
+SAMPLES = "samples"  # the job that renders the sample prompts (not a figure)
 
 
 def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:

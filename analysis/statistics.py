@@ -61,22 +61,27 @@ CI_COLUMNS = ["task", "generator", "strategy", "scope", "n_judges", "n_prompts",
 def _joint(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x, y = np.broadcast_arrays(np.asarray(x, float), np.asarray(y, float))
     m = np.isfinite(x) & np.isfinite(y)
+    if m.all():  # the usual case (bootstrap replicates, simulations): nothing to blank out
+        return x, y, m
     return np.where(m, x, np.nan), np.where(m, y, np.nan), m
 
 
 def _moments(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Co-moment, both sums of squares and counts over jointly finite entries."""
+    """Co-moment, both sums of squares and counts over jointly finite entries. Without a missing entry
+    the NaN-aware sums and masks are skipped: the same sums, in the same order, so the same bits."""
     x, y, m = _joint(x, y)
     n = m.sum(-1)
+    complete = bool(m.all())
+    total = np.sum if complete else np.nansum
     with np.errstate(invalid="ignore", divide="ignore"):
-        mx = np.nansum(x, -1) / n
-        my = np.nansum(y, -1) / n
-    xc = np.where(m, x - mx[..., None], 0.0)
-    yc = np.where(m, y - my[..., None], 0.0)
+        mx = total(x, -1) / n
+        my = total(y, -1) / n
+    xc = x - mx[..., None] if complete else np.where(m, x - mx[..., None], 0.0)
+    yc = y - my[..., None] if complete else np.where(m, y - my[..., None], 0.0)
     sxx, syy = (xc * xc).sum(-1), (yc * yc).sum(-1)
     # relative tolerance: a constant vector's centred values are rounding noise, not spread
-    sxx = np.where(sxx <= 1e-20 * np.nansum(x * x, -1) + 1e-300, 0.0, sxx)
-    syy = np.where(syy <= 1e-20 * np.nansum(y * y, -1) + 1e-300, 0.0, syy)
+    sxx = np.where(sxx <= 1e-20 * total(x * x, -1) + 1e-300, 0.0, sxx)
+    syy = np.where(syy <= 1e-20 * total(y * y, -1) + 1e-300, 0.0, syy)
     return (xc * yc).sum(-1), sxx, syy, n
 
 
@@ -802,21 +807,21 @@ def all_orderings(n: int) -> np.ndarray:
 
 def _leave_one_out(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]],
                    present: np.ndarray) -> tuple[float, float, int | None]:
-    """(min, max, judge whose removal moves the coefficient most) over dropping one judge everywhere."""
+    """(min, max, judge whose removal moves the coefficient most) over dropping one judge everywhere.
+    Every drop at once: row k of the stacked arrays lacks the k-th present judge."""
     full = float(_stat(stat, observed))
-    values, who = [], []
-    for k in np.flatnonzero(present):
-        dropped = []
-        for x, y in observed:
-            x2, y2 = x.copy(), y.copy()
-            x2[k] = np.nan
-            dropped.append((x2, y2))
-        v = float(_stat(stat, dropped))
-        if np.isfinite(v):
-            values.append(v)
-            who.append(int(k))
-    if not values:
+    drop = np.flatnonzero(present)
+    if drop.size == 0:
         return math.nan, math.nan, None
-    shift = [abs(v - full) if np.isfinite(full) else 0.0 for v in values]
-    return min(values), max(values), who[int(np.argmax(shift))]
-
+    dropped = []
+    for x, y in observed:
+        x2 = np.tile(np.asarray(x, float), (drop.size, 1))
+        x2[np.arange(drop.size), drop] = np.nan
+        dropped.append((x2, np.tile(np.asarray(y, float), (drop.size, 1))))
+    each = np.asarray(_stat(stat, dropped), float)
+    finite = np.isfinite(each)
+    if not finite.any():
+        return math.nan, math.nan, None
+    values, who = each[finite], drop[finite]
+    shift = np.abs(values - full) if np.isfinite(full) else np.zeros(values.size)
+    return float(values.min()), float(values.max()), int(who[int(np.argmax(shift))])
