@@ -325,7 +325,8 @@ def leaderboard_columns() -> list[Column]:
 
 def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = None) -> str:
     """``report.html`` of a bundle whose figures are drawn; ``samples``: its sample-prompts section when already
-    rendered (:func:`sample_section`, which :func:`analysis.outputs.write_report` renders while figures draw)."""
+    rendered (:func:`sample_section`, which :func:`analysis.outputs.write_report` has a worker render beside the
+    figures)."""
     run_dir = b.run_dir
     corr, metrics, acc, lb, figs = b.correlations, b.metrics, b.accuracies, b.leaderboards, b.figures
     boot, seed, level = b.bootstrap, b.seed, b.level

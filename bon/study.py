@@ -225,19 +225,22 @@ def _local_workers(cfg: StudyConfig, executor, kind: str, specs: list[PluginSpec
     when every plugin is a cheap CPU one (``forkable``); 1 means the driver does the work itself."""
     if getattr(executor, "name", "local") != "local" or (kind == "judge" and cfg.max_calls is not None):
         return 1
-    classes = [registry.resolve(kind, registry.parse_spec(spec.name)[0]) for spec in specs]
-    return worker_count(classes, len(specs))
+    return worker_count([_plugin_class(kind, spec) for spec in specs], len(specs))
+
+
+def _plugin_class(kind: str, spec: PluginSpec) -> Any:
+    return registry.resolve(kind, registry.parse_spec(spec.name)[0])
 
 
 def _relative_costs(kind: str, specs: list[PluginSpec]) -> list[float]:
     """Each plugin's ``relative_cost`` (default 1): which of a stage's worker jobs to start first."""
-    return [float(getattr(registry.resolve(kind, registry.parse_spec(spec.name)[0]), "relative_cost", 1.0)) for spec in specs]
+    return [float(getattr(_plugin_class(kind, spec), "relative_cost", 1.0)) for spec in specs]
 
 
 def _cheap_and_local(executor, kind: str, specs: list[PluginSpec]) -> bool:
     """Whether this process runs the stage and its plugins are cheap CPU ones (``forkable``): the synthetic world."""
     return getattr(executor, "name", "local") == "local" and all(
-        getattr(registry.resolve(kind, registry.parse_spec(spec.name)[0]), "forkable", False) for spec in specs)
+        getattr(_plugin_class(kind, spec), "forkable", False) for spec in specs)
 
 
 def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: list[Prompt],

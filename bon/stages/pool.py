@@ -3,8 +3,8 @@
 A plugin opts in with the class attribute ``forkable = True`` (a pure-CPU plugin that holds no model
 worth sharing and no open connection: the synthetic world's judges, generators and verifier), and may
 add ``relative_cost`` (default 1), a rough guess of its CPU time next to its kind's others: the costliest
-start first. Real
-models never fork: two copies of a VLM would not fit, and a GPU context does not survive a fork.
+start first. Real models never fork: two copies of a VLM would not fit, and a GPU context does not
+survive a fork.
 
 A worker that judges opens its own connection to the judgment store after the fork (SQLite in WAL
 mode takes writers from several processes) and stores its answers as it makes them, so a killed
