@@ -35,7 +35,7 @@ from analysis.markdown import md_label
 from analysis.leaderboard import judge_costs
 from analysis import leakage
 from bon import registry
-from bon.content import Content
+from bon.content import Content, ImageItem, decode_images
 from bon.errors import BonError
 from bon.mmrb2 import flips
 from bon.referee import Referee
@@ -43,6 +43,7 @@ from bon.runfolder import write_json, write_text
 from bon.seeds import derive_seed
 from bon.progress import note
 from bon.selection import run_selection
+from bon.stages.pool import run_jobs, usable_cores
 from bon.store import JudgmentStore, Key, judge_id, new_invocation_id
 
 DEFAULT_GATES = (1.0, 0.6, 0.2)  # on the 1-6 score's extremity: 6/1, 5/2 and up, every answer
@@ -181,9 +182,11 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
                bootstrap, tolerance, new_invocation_id())
     job.snapshots = _cheap_snapshots(study.run.store, job.cheap.values(), job.invocation)
     processes = max(1, min(len(judges), workers or os.cpu_count() or 1))
-    if processes > 1:  # hashed here once, not again in every worker (each decoded every image for it)
-        for prompt, cands in groups:
-            [content.digest for content in (prompt.content, *(c.content for c in cands))]
+    if processes > 1:  # decoded and hashed here once (in threads), not again in every worker
+        contents = [content for prompt, cands in groups for content in (prompt.content, *(c.content for c in cands))]
+        decode_images([item for content in contents for item in content.items if isinstance(item, ImageItem)],
+                      usable_cores())
+        [content.digest for content in contents]
     note(f"tradeoff: {len(judges)} judges x {len(settings)} settings on {len(groups)} prompt groups"
          + (f", {processes} processes" if processes > 1 else ""))
     records = [r for mine in _replay_all(job, processes) for r in mine]
@@ -225,28 +228,17 @@ def _cheap_snapshots(path: Path, cheap: Any, invocation: str) -> dict[str, dict[
         store.close()
 
 
-_JOB: _Job | None = None  # the job of the worker processes (set before they fork)
-
-
 def _replay_all(job: _Job, processes: int) -> list[list[dict[str, Any]]]:
-    """Each judge's records, in the judges' order, from ``processes`` worker processes (or this one)."""
-    global _JOB
+    """Each judge's records, in the judges' order, from ``processes`` forked worker processes (the costliest
+    judges first, by their ``relative_cost``) or this one."""
     if processes == 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [_replay_judge(i, job) for i in range(len(job.judges))]
-    from concurrent.futures import ProcessPoolExecutor
-
-    _JOB = job
-    try:
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_replay_judge, range(len(job.judges))))
-    finally:
-        _JOB = None
+    costs = [float(getattr(judge, "relative_cost", 1.0)) for judge in job.judges]
+    return list(run_jobs(lambda i: _replay_judge(i, job), len(job.judges), processes, costs=costs))
 
 
-def _replay_judge(index: int, job: _Job | None = None) -> list[dict[str, Any]]:
+def _replay_judge(index: int, job: _Job) -> list[dict[str, Any]]:
     """One judge's records through its own connection to the store (a worker's, or this process's)."""
-    job = job or _JOB
-    assert job is not None
     judge, started = job.judges[index], time.perf_counter()
     store = JudgmentStore(job.study.run.store, invocation=job.invocation, command="bon tradeoff")
     try:
