@@ -14,7 +14,7 @@ from typing import Any, Optional
 import click
 
 from bon.cli.common import (_fmt, app, check_output_file, exit_if_calls_pending, json_option, out, parse_options,
-                            plugin_options, run_option, write_numbers)
+                            plugin_options, reuse_freed_memory, run_option, write_numbers)
 from bon.errors import BonError
 from bon.runlock import holds_writer_lock, writer_lock
 
@@ -76,6 +76,7 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
     """report.md, report.html, CSV tables and figures for a finished study (no judge calls)."""
     from bon.run import as_run
 
+    reuse_freed_memory()
     check_output_file(json_out)
     run = as_run(run_dir)  # read once: every table below is a function of it
     pairs = _benchmark_pairs(run, bench_dir, predictions)
