@@ -36,8 +36,8 @@ def reuse_freed_memory(limit: int = 256 * 2**20) -> None:
 
     By default every block over ~128 KB is its own mapping: each numpy temporary of the analysis (bootstrap
     and permutation arrays, power simulations) is unmapped when freed and page-faulted in again on the next
-    allocation (about a tenth of ``bon report``'s CPU time). Called by the analysis commands, which hold
-    few images; a no-op where the C library is not glibc."""
+    allocation (``benchmarks/analysis_speed.py`` times ``bon report`` with it). Called by ``bon report``,
+    which holds few images; a no-op where the C library is not glibc."""
     import ctypes
 
     try:

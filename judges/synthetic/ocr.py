@@ -80,7 +80,7 @@ def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
 
     arr = rgb.astype(np.int16)
     # speckle-proof masks: a 3x3 median per channel, edges repeated (exactly scipy.ndimage.median_filter's
-    # size (3, 3, 1), mode "nearest"; OpenCV's is ~20x faster)
+    # size (3, 3, 1), mode "nearest"; OpenCV's is much faster)
     den = cv2.medianBlur(np.ascontiguousarray(rgb, dtype=np.uint8), 3).astype(np.int16)
     ink = _dark(arr) | _dark(den)
     lo = den.min(axis=2)
