@@ -337,3 +337,16 @@ def test_version_unknown_command_and_a_folder_that_is_no_run(capsys):
 
     assert main(["view", "--run", str(Path(__file__).resolve().parents[1] / "configs")]) == 2
     _one_line_error(capsys, "configs: not a run folder")
+
+
+def test_option_values_are_yaml_but_a_hash_is_text():
+    """``K=V`` values are YAML (numbers, lists), except that a ``#`` at the start or after a space is part of
+    the value (a path such as ``replay:runs/try #2.jsonl``, a colour), never a comment cutting it short."""
+    from bon.cli.common import parse_options
+    from bon.errors import BonError
+
+    got = parse_options(("n=3", "xs=[a, b]", "grader=replay:runs/try #2.jsonl", "colour=#ff0000", "tag=a#b", "empty="))
+    assert got == {"n": 3, "xs": ["a", "b"], "grader": "replay:runs/try #2.jsonl", "colour": "#ff0000", "tag": "a#b",
+                   "empty": None}
+    with pytest.raises(BonError, match="not valid YAML"):
+        parse_options(("xs=[a, b",))

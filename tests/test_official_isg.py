@@ -241,7 +241,7 @@ def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypa
     folder.mkdir()
     write_images(folder, [c["item"] for c in all_cases])
     (folder / "items.jsonl").write_text("".join(json.dumps(c["item"]) + "\n" for c in all_cases))
-    replies = replay_file(tmp_path / "replies.jsonl", all_cases)
+    replies = replay_file(tmp_path / "replies #1.jsonl", all_cases)  # a " #" is part of the path, not a comment
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BON_QUIET", "1")
     rc = main(["score", "--verifier", "isg", "--verifier-option", f"grader=replay:{replies.name}",

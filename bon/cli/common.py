@@ -55,7 +55,11 @@ def _fmt(v: float, spec: str = ".3f") -> str:
 
 
 def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str, Any]:
-    """``K=V`` strings (values read as YAML, so ``3`` is an int and ``[a, b]`` a list) into a dict."""
+    """``K=V`` strings (values read as YAML, so ``3`` is an int and ``[a, b]`` a list) into a dict. A value
+    with a ``#`` at its start or after a space is text as given: YAML would read the rest as a comment and
+    cut a path (``replay:runs/try #2.jsonl``) or a colour (``#ff0000``) short."""
+    import re
+
     import yaml
 
     parsed: dict[str, Any] = {}
@@ -63,6 +67,9 @@ def parse_options(options: tuple[str, ...], flag: str = "--option") -> dict[str,
         key, sep, value = opt.partition("=")
         if not sep or not key.strip():
             raise BonError(f"{flag} {opt!r:.80}: expected KEY=VALUE")
+        if re.search(r"(^|\s)#", value):
+            parsed[key.strip()] = value
+            continue
         try:
             parsed[key.strip()] = yaml.safe_load(value)
         except (yaml.YAMLError, ValueError):  # ValueError: an integer of more than 4300 digits
