@@ -27,7 +27,7 @@ from bon.config import StudyConfig, parse_config
 from bon.content import append_jsonl, read_jsonl
 from bon.errors import BonError
 from bon.runfolder import RunFolder, write_text
-from bon.runlock import writer_lock
+from bon.runlock import target_lock, writer_lock
 from bon.shards import (ShardView, check_candidates, check_disjoint, check_picks, check_preference_set, check_same_makers,
                         check_scores, check_slice, check_store, parse_shard, read_stats_object)
 from bon.store import JudgmentStore, connect_read_only
@@ -50,20 +50,21 @@ def merge_runs(dirs: list[Path], out: Path):
     shards = _read_shards(dirs)
     cfg = _merged_config(shards, out)
     check_shards(shards, cfg)
-    _check_target(out, cfg)
-    building = out.parent / f".{out.name}.merging-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    try:  # an earlier merge being replaced is a run folder: its writer lock is held while it is replaced
-        with writer_lock(out, "bon merge") if out.is_dir() else nullcontext():
-            order, pair_counts = _merge_into(RunFolder(building), dirs, cfg)
-            _replace(building, out)
-    finally:
+    with target_lock(out, "bon merge"):  # one merge into ``out`` at a time, even before ``out`` exists
+        _check_target(out, cfg)
+        building = out.parent / f".{out.name}.merging-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
-    try:  # analysed where it lies, so the report names the merged folder
-        return _analyse_merged(RunFolder(out, existing=True), cfg, shards, order, pair_counts)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)  # a merge is whole or absent
-        raise
+        try:  # an earlier merge being replaced is a run folder: its writer lock is held while it is replaced
+            with writer_lock(out, "bon merge") if out.is_dir() else nullcontext():
+                order, pair_counts = _merge_into(RunFolder(building), dirs, cfg)
+                _replace(building, out)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+        try:  # analysed where it lies, so the report names the merged folder
+            return _analyse_merged(RunFolder(out, existing=True), cfg, shards, order, pair_counts)
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)  # a merge is whole or absent
+            raise
 
 
 def _merge_into(run: RunFolder, dirs: list[Path], cfg: StudyConfig) -> tuple[dict[str, int], dict[str, int]]:

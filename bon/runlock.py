@@ -36,6 +36,21 @@ def writer_lock(folder: Path, command: str) -> Iterator[None]:
         _release(path, fd)
 
 
+@contextmanager
+def target_lock(folder: Path, command: str) -> Iterator[None]:
+    """The writer lock of a folder that a command creates whole (``bon merge --out``): a lock file beside it
+    in its parent (``.NAME.bon-writer.lock``), so two such commands aiming at one folder that does not exist
+    yet cannot both build it; the second refuses at once like any second writer."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    path = folder.parent / f".{folder.name}{LOCK_NAME}"
+    fd = _acquire(path, command, where=folder)
+    try:
+        yield
+    finally:
+        _release(path, fd)
+
+
 def holds_writer_lock(param: str, command: str) -> Callable:
     """A CLI command that writes the folder named by its ``param`` argument holds that folder's lock
     while it runs (a folder that does not exist yet is left to the command, which refuses or creates it)."""
@@ -53,20 +68,22 @@ def holds_writer_lock(param: str, command: str) -> Callable:
     return wrap
 
 
-def _acquire(path: Path, command: str) -> int:
+def _acquire(path: Path, command: str, where: Path | None = None) -> int:
+    """Take the lock at ``path`` (errors name ``where``, by default the folder holding it)."""
+    where = path.parent if where is None else where
     for _ in range(20):  # another writer may remove the file between our open and our lock: open it again
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             what = "run folder is not writable" if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM) else \
                 "cannot lock the run folder for writing"
-            raise BonError(f"{path.parent}: {what} ({exc.strerror})") from None
+            raise BonError(f"{where}: {what} ({exc.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise BonError(f"{path.parent}: another bon process is writing this run folder ({holder}); "
+            raise BonError(f"{where}: another bon process is writing this run folder ({holder}); "
                            "wait for it to finish, or use another folder") from None
         if _same_file(fd, path):
             os.ftruncate(fd, 0)

@@ -74,3 +74,20 @@ def test_shard_and_executor_settings_are_checked_in_one_line():
         parse_config({**demo_raw(), "executor": {"name": "ray", "options": {"gpus": 1}}}, where="c.yaml")
     with pytest.raises(BonError, match="c.yaml: executor: expected a mapping with name one of local, ray"):
         parse_config({**demo_raw(), "executor": {"name": "dask"}}, where="c.yaml")
+
+
+def test_a_second_merge_into_a_folder_not_yet_there_is_refused(study, tmp_path, capsys):
+    """Two merges aiming at one new --out: the second (here: the lock held by this test, as a first merge
+    holds it) refuses at once in one line naming the folder, and builds nothing."""
+    from bon.runlock import target_lock
+
+    root, config = study
+    dirs = sorted(root.glob("k2_s*")) or _run_shards(root, config, 2)
+    out = tmp_path / "new" / "merged"
+    with target_lock(out, "bon merge"):
+        assert main(["merge", *[a for d in dirs for a in ("--run", str(d))], "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(out) in err and "another bon process" in err
+    assert not out.exists() and [p.name for p in out.parent.iterdir()] == []  # no lock file or half-built folder left
+    assert main(["merge", *[a for d in dirs for a in ("--run", str(d))], "--out", str(out)]) == 0  # once it is free
+    assert (out / "report.md").exists()
