@@ -131,10 +131,11 @@ UNDECIDED_RULES = ("no-verdict", "coin")  # matches the judge's verdicts did not
 
 
 def pick_informed(pick: Mapping[str, Any]) -> bool:
-    """Whether the judge's answers decided anything in this pick: not every call missing, and (for a
-    bracket) some match won by votes or scores rather than by the seeded coin."""
+    """Whether the judge's answers decided anything in this pick: not every call missing, not a pointwise
+    pick among equal scores (``coin``), and (for a bracket) some match won by votes or scores rather than
+    by the seeded coin."""
     calls, missing = int(pick.get("calls", 0) or 0), int(pick.get("missing", 0) or 0)
-    if calls and missing >= calls:
+    if (calls and missing >= calls) or pick.get("coin") is True:
         return False
     rules = [m[3] for m in pick.get("matches") or [] if isinstance(m, (list, tuple)) and len(m) > 3]
     return not rules or any(rule not in UNDECIDED_RULES for rule in rules)
@@ -142,7 +143,8 @@ def pick_informed(pick: Mapping[str, Any]) -> bool:
 
 def no_information(rows: pd.DataFrame) -> str | None:
     """Why one judge's picks in one setting carry no information, or None. Such a judge (every verdict
-    missing, or every match a tie the coin decided) picked by chance: it is never "best" anywhere."""
+    missing, or every match a tie the coin decided, equal pointwise scores included) picked by chance:
+    it is never "best" anywhere."""
     if rows.empty:
         return None
     informed = rows["informed"] if "informed" in rows else pd.Series(True, index=rows.index)

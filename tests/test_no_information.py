@@ -78,3 +78,18 @@ def test_a_judge_with_no_information_is_never_best(tmp_path: Path, capsys) -> No
     html = (run / "report.html").read_text()
     assert f"best {top.judge}," in html and f"best {SILENT}" not in html and f"best {COIN}" not in html
     assert "no information: every match a tie" in html
+
+
+def test_a_pointwise_judge_whose_scores_are_all_equal_picked_by_coin() -> None:
+    """Equal reward-model scores leave the choice to the seeded coin: the pick says so (``coin``) and
+    carries no information; one score apart, or a single candidate, it does."""
+    from bon.selection.base import Pick
+
+    def recorded(scores: list) -> dict:
+        return Pick("p1", "g1", 0, scores=scores).as_dict()
+
+    for scores in ([0.5, 0.5, 0.5], [0.5, None, 0.5]):
+        assert recorded(scores)["coin"] is True and not pick_informed(recorded(scores))
+    for scores in ([0.5, 0.7, 0.5], [0.5], [None, 0.4, None]):
+        assert "coin" not in recorded(scores) and pick_informed(recorded(scores))
+    assert "coin" not in Pick("p1", "g1", 2).as_dict()  # a bracket's pick: its matches say it

@@ -36,6 +36,13 @@ class Pick:
             s is None for s in self.scores or []
         )
 
+    @property
+    def coin(self) -> bool:
+        """A pointwise pick whose scores did not separate the candidates (two or more scores given, all the
+        same): the seeded coin chose, so the judge's answers carried no information here."""
+        given = [s for s in self.scores or [] if s is not None]
+        return len(given) > 1 and len(set(given)) == 1
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "prompt_id": self.prompt_id,
@@ -47,6 +54,7 @@ class Pick:
             **({"seed_calls": self.seed_calls} if self.seed_calls else {}),
             **({"skipped_matches": self.skipped_matches} if self.skipped_matches else {}),
             **({"settled": self.settled} if self.settled is not None else {}), **({"note": self.note} if self.note else {}),
+            **({"coin": True} if self.coin else {}),
         }
 
 
