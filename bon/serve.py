@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -262,6 +263,15 @@ while True:
 _running: set["ServerProcess"] = set()  # stopped at exit if a stage could not stop them itself
 
 
+def _log_redacted(output: Any, log: Any) -> None:
+    """Copy a server's output into its log (an open text file, closed at the end) line by line with every
+    secret masked: engines echo their command line (``--api-key KEY`` among it) and the log outlives the stage."""
+    with log, output:
+        for raw in output:
+            log.write(redact(raw.decode("utf-8", errors="replace")))
+            log.flush()
+
+
 class ServerProcess:
     """One server subprocess in its own process group, its output in a log file."""
 
@@ -271,13 +281,15 @@ class ServerProcess:
         self.watchdog: subprocess.Popen | None = None
 
     def start(self) -> None:
-        with open(self.log_path, "wb") as log:
-            try:
-                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=self.env, start_new_session=True)
-            except OSError as exc:
-                raise BonError(f"{self.where}: cannot start {shlex.join(self.command[:3])} ({exc.strerror or exc}); "
-                               "install the engine or set serve.launcher (serve.command for engine command)") from None
+        log = open(self.log_path, "w", encoding="utf-8")
+        try:
+            self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
+        except OSError as exc:
+            log.close()
+            raise BonError(f"{self.where}: cannot start {shlex.join(self.command[:3])} ({exc.strerror or exc}); "
+                           "install the engine or set serve.launcher (serve.command for engine command)") from None
+        threading.Thread(target=_log_redacted, args=(self.proc.stdout, log), daemon=True).start()
         _running.add(self)
         if os.name == "posix":
             self.watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.proc.pid)],

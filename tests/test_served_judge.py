@@ -201,3 +201,26 @@ def test_engine_command_runs_any_server_from_its_template(whole, tmp_path):
         assert s["argv"] == ["--record", str(record), "serve", "org/judge-7b", "--host", "127.0.0.1", "--port", str(s["port"])]
     assert_all_stopped(record)
     assert outcome(tmp_path / "run") == outcome(whole[0])
+
+
+def test_a_server_log_never_holds_the_key_the_engine_echoes(tmp_path):
+    """Engines print their command line (vLLM: "non-default args"): the log bon keeps masks the key."""
+    import os
+
+    from bon.redact import remember_args
+    from bon.serve import ServerProcess
+
+    secret = "k3y-" + "q7" * 12
+    remember_args(["--api-key", secret])  # as bon.serve does with a served judge's args
+    echo = f"import sys; print('non-default args:', sys.argv[1:]); print('serving with', {secret!r}, flush=True)"
+    server = ServerProcess([sys.executable, "-c", echo, "--api-key", secret], dict(os.environ), tmp_path / "s.log", "test")
+    server.start()
+    try:
+        server.proc.wait(30)
+        deadline = time.monotonic() + 10
+        while (tmp_path / "s.log").read_text().count("\n") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    text = (tmp_path / "s.log").read_text()
+    assert "non-default args" in text and "serving with" in text and secret not in text
