@@ -66,10 +66,9 @@ def recorded_or_rebuilt_stats(run: RunFolder, cfg: StudyConfig) -> dict[str, Any
 
 
 def config_identities(cfg: StudyConfig) -> dict[str, dict[str, Any]]:
-    """Each judge's identity (the store's key), built from the config as a first start checks it. Served judges
-    are left out: building one starts its servers."""
-    return {spec.label: plugin_identity("judge", official_spec(spec, cfg.official), cfg.source)
-            for spec in cfg.judges if spec.serve is None}
+    """Each judge's identity (the store's key), built from the config as a first start checks it (a served
+    judge too: its servers start at its first batch, never when it is built)."""
+    return {spec.label: plugin_identity("judge", official_spec(spec, cfg.official), cfg.source) for spec in cfg.judges}
 
 
 def plugin_identity(kind: str, spec: PluginSpec, source: str) -> dict[str, Any]:

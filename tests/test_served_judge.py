@@ -224,3 +224,22 @@ def test_a_server_log_never_holds_the_key_the_engine_echoes(tmp_path):
         server.stop()
     text = (tmp_path / "s.log").read_text()
     assert "non-default args" in text and "serving with" in text and secret not in text
+
+
+def test_a_served_judges_verdicts_are_found_without_stats_json(whole, tmp_path):
+    """stats.json lost: the served judge's identity is rebuilt from config.yaml (no server started), so its
+    store id, and with it every match's verdicts, are found as with stats.json."""
+    import shutil
+
+    import bon
+
+    run, record = whole
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    (copy / "stats.json").unlink()
+    before = len(servers(record))
+    with_stats, without = bon.load_run(run), bon.load_run(copy)
+    assert without.judge_ids["served"] == with_stats.judge_ids["served"]
+    mine = without.matches[without.matches["judge"] == "served"]
+    assert len(mine) > 0 and mine["fwd_verdict"].notna().all() and mine["rev_verdict"].notna().any()
+    assert len(servers(record)) == before  # nothing was started to rebuild it
