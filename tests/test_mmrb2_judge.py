@@ -116,9 +116,10 @@ def test_kept_images_are_shared_and_a_broken_one_is_left_to_the_judge(tmp_path):
         pairs = judge_bench.load_pairs(bench / "t2i.json")
         first = judge_bench.pair_comparisons(pairs[0], "t2i", bench, 1)[0]
         again = judge_bench.pair_comparisons(pairs[0], "t2i", bench, 1)[0]
-        assert first.a.items[0] is again.a.items[0] and first.a.items[0]._image is not None  # decoded once, shared
+        assert first.a.items[0] is again.a.items[0] and first.a.items[0]._digest is not None  # hashed once, shared
+        assert first.a.items[0]._image is None  # the pixels live in the bounded image cache, not on the item
         broken = judge_bench.pair_comparisons(pairs[2], "t2i", bench, 1)[0].b.items[0]
-        assert broken._image is None  # not kept: loading it fails in the judge, as before
+        assert broken._digest is None  # not kept: loading it fails in the judge, as before
     finally:
         judge_bench.forget_decoded()
     assert not judge_bench._KEPT
