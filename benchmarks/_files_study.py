@@ -1,5 +1,5 @@
 """A study of candidates from disk, built for memory checks: the ``files`` generator reading PNGs, the
-``labels`` verifier, three CPU judges that read pixels, knockout selection (used by
+``labels`` verifier, three CPU judges (two read pixels, one only digests), knockout selection (used by
 benchmarks/scale.py and tests/test_image_cache.py).
 
     build_files_study(root, images=320, size=1024) -> Path of config.yaml; run it with
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import yaml
 from PIL import Image
 
-JUDGES = ("colour-hist", "quality", "image-bias")
+JUDGES = ("colour-hist", "scene-lowres", "image-bias")  # read pixels (image-bias: digests); light on 1024 x 1024
 
 
 def build_files_study(root: Path, images: int, size: int = 1024, n: int = 8, seed: int = 0,
-                      out: Path | None = None) -> Path:
+                      out: Path | None = None, judges: Sequence[str] = JUDGES) -> Path:
     """Write ``images`` PNGs of ``size`` x ``size`` (``images / n`` t2i prompts of ``n`` candidates), their
     labels and a study config under ``root``; returns the config's path (the run goes to ``out``, default
     ``root / "run"``)."""
@@ -54,7 +55,7 @@ def build_files_study(root: Path, images: int, size: int = 1024, n: int = 8, see
         "generators": [{"name": "files", "label": "disk", "options": {"root": str(root / "candidates")}}],
         "verifier": {"name": "labels", "options": {"path": str(root / "labels.csv")}},
         "strategy": {"name": "knockout"},
-        "judges": list(JUDGES),
+        "judges": list(judges),
     }
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))

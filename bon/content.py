@@ -60,6 +60,10 @@ class ImageItem:
 
         return IMAGES.load(self.path, self._decode, evict)
 
+    def read(self) -> Image.Image:
+        """The pixels decoded now, past the cache: for a file read once (a source copied into the run)."""
+        return self._image if self._image is not None else self.load() if self.path is None else self._decode()
+
     def _decode(self) -> Image.Image:
         from bon.backends.images import open_image
 
