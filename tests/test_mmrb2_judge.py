@@ -125,10 +125,16 @@ def test_kept_images_are_shared_and_a_broken_one_is_left_to_the_judge(tmp_path):
     assert not judge_bench._KEPT
 
 
-def test_kept_images_stop_at_the_byte_budget(tmp_path):
+def test_kept_images_are_all_hashed_and_their_pixels_stop_at_the_cache_bound(tmp_path, monkeypatch):
+    from bon.image_cache import IMAGES
+
     bench = _bench(tmp_path, n_pairs=3)
+    monkeypatch.setattr(IMAGES, "_limit", 3 * 32 * 32 * 4)  # three 32x32 RGB images (PIL: 4 bytes a pixel)
+    IMAGES.clear()
     try:
-        judge_bench.keep_decoded(bench, ["t2i"], budget=3 * 32 * 32 * 3)  # three 32x32 RGB images
-        assert len(judge_bench._KEPT) == 3
+        judge_bench.keep_decoded(bench, ["t2i"])
+        assert len(judge_bench._KEPT) > 3 and all(item._digest for item in judge_bench._KEPT.values())
+        assert IMAGES.bytes == 3 * 32 * 32 * 4  # warming pushes nothing out: the first three stay
     finally:
         judge_bench.forget_decoded()
+        IMAGES.clear()
