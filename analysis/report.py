@@ -23,7 +23,7 @@ from analysis.bundle import (CORRELATION_COLUMNS, DASH, SCOPES, ReportBundle, fi
 from analysis.markdown import md_label
 from analysis.bon_metrics import task_order, uninformed_judges
 from analysis.plots import TASK_TITLES
-from analysis.predictors import figure_title, section_markdown
+from analysis.predictors import section_markdown
 from analysis.tradeoff import tradeoff_markdown
 from bon.runfolder import RunFolder
 
@@ -64,12 +64,15 @@ def _header(b: ReportBundle, out: RunFolder) -> str:
     if problem:
         lines.append(f"> **Not enough data for a conclusion:** {problem}.\n")
     pooled = b.pooled()
-    if pooled:
+    undefined = b.r_undefined()
+    if undefined:
+        lines.append(f"**Answer in one line:** r is undefined: {undefined}.\n")
+    elif pooled:
         lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
                      f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
                      f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges"
                      + _leakage_clause(b) + "; details and caveats below.\n")
-    lines.append(f"**The axes:** {figure_title(b.study).partition(chr(10))[2]}\n")  # one sentence, as under the figure
+    lines.append(f"**The axes:** {b.axes_sentence()}\n")  # one sentence, as under the figure
     return "\n".join(line for line in lines if line)
 
 
