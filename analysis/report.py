@@ -32,6 +32,13 @@ FIGURE_NOTE = ("Intervals: 95% bias-corrected bootstrap over judges, prompts and
                "error bars: per-judge 95% intervals.")
 
 
+def correlation_note(bootstrap: Any, seed: Any, left_out: Sequence[str] = ()) -> str:
+    """The line under the correlation figure: what its intervals are, and the judges it does not show (the
+    report's figure and ``bon figure --run``'s)."""
+    return FIGURE_NOTE.format(b=bootstrap, s=seed) + (
+        f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
+
+
 def empty_report(stats: Mapping[str, Any], reason: str) -> str:
     """``report.md`` of a study that has nothing to analyse yet (say, a call budget stopped it early)."""
     return "\n".join([TITLE, _partial(stats, set()), f"No analysis: {reason}.\n",
