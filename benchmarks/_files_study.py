@@ -1,5 +1,5 @@
 """A study of candidates from disk, built for memory checks: the ``files`` generator reading PNGs, the
-``labels`` verifier, three CPU judges (two read pixels, one only digests), knockout selection (used by
+``labels`` verifier, three CPU judges (see JUDGES), knockout selection (used by
 benchmarks/scale.py and tests/test_image_cache.py).
 
     build_files_study(root, images=320, size=1024) -> Path of config.yaml; run it with
@@ -20,7 +20,10 @@ import numpy as np
 import yaml
 from PIL import Image
 
-JUDGES = ("colour-hist", "scene-lowres", "image-bias")  # read pixels (image-bias: digests); light on 1024 x 1024
+# light on 1024 x 1024: colour-hist reads every image's pixels, scene-lowres decodes them but finds no scene spec
+# in these prompts (its verdicts are missing), image-bias reads digests; ("colour-hist", "quality", "image-bias")
+# reads more (quality: four defect measures, slow at this size)
+JUDGES = ("colour-hist", "scene-lowres", "image-bias")
 
 
 def build_files_study(root: Path, images: int, size: int = 1024, n: int = 8, seed: int = 0,

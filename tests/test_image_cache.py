@@ -77,7 +77,7 @@ def _study(root: Path, out: str, *args: str) -> dict[str, str]:
     from benchmarks._files_study import build_files_study
     from bon.cli import main
 
-    config = build_files_study(root, images=24, size=24, n=4, out=root / out)
+    config = build_files_study(root, images=24, size=24, n=4, out=root / out, judges=("colour-hist", "quality", "image-bias"))
     assert main(["run", str(config), *args]) == 0
     run = root / out
     return {name: (run / name).read_text() for name in ("picks.jsonl", "scores.jsonl", "results.csv")}
@@ -97,7 +97,7 @@ def test_a_files_study_under_a_tiny_image_cache_equals_the_uncapped_one(tmp_path
     forked = _study(tmp_path, "capped-forked")
     misses = IMAGES.misses
     in_driver = _study(tmp_path, "capped-one-process", "--max-calls", "100000")
-    assert IMAGES.misses - misses > 2 * 24  # three judges read every image again: the cap was in force
+    assert IMAGES.misses - misses >= 2 * 24  # hashing and a judge each decode every image: the cap was in force
     assert 0 < IMAGES.peak <= limit
     for capped in (forked, in_driver):
         for name in full:
