@@ -412,3 +412,19 @@ def test_report_lists_the_leakage_guards_and_the_headroom(demo_run):
     other = [r for r in rec["correlations_other"] if r["scope"] == "all"][0]
     assert other["n_judges"] == pooled["n_judges"] + 2
     assert {r["task"] for r in rec["headroom"]} == {"t2i", "edit", "interleaved", "reasoning"}
+
+
+def test_the_readmes_commands_on_a_finished_study(demo_run, tmp_path):
+    """The README's `demo` bash blocks (commands on a finished study) run as printed, on a copy of this
+    small demo named bon-demo (tests/test_readme_blocks.py runs the other blocks)."""
+    import shutil
+
+    from readme_blocks import readme_blocks, run_block
+
+    blocks = [b for b in readme_blocks() if b.mark == "demo" and b.lang == "bash"]
+    assert blocks and any("bon compare" in b.code for b in blocks)
+    shutil.copytree(demo_run, tmp_path / "bon-demo")
+    for block in blocks:
+        run_block(block, tmp_path, timeout=600)
+    assert (tmp_path / "comparison").is_dir() and (tmp_path / "curve.json").is_file()
+    assert (tmp_path / "with-twins" / "report.md").is_file() and (tmp_path / "bon-demo" / "view.html").is_file()
