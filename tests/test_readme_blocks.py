@@ -50,3 +50,18 @@ def test_a_yaml_block_parses(block: Block):
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "jsonl"], ids=str)
 def test_a_jsonl_block_parses(block: Block):
     assert all(isinstance(json.loads(line), dict) for line in block.code.splitlines() if line.strip()), str(block)
+
+
+def test_the_genai_example_items_read_without_a_model():
+    """The GenAI-Bench example only runs with its model (a marked block); its items are checked here:
+    each reads as a prompt with its skill tags and one image (read_item needs no model)."""
+    from pathlib import Path
+
+    from bon.content import read_jsonl
+    from verifiers.vqascore import VqaScoreVerifier
+
+    folder = Path(__file__).resolve().parents[1] / "examples" / "genai"
+    reader = VqaScoreVerifier.__new__(VqaScoreVerifier)  # no grader: read_item reads files only
+    rows = [row for _, row in read_jsonl(folder / "items.jsonl")]
+    read = [reader.read_item(row, folder) for row in rows]
+    assert [p.id for p, _ in read] == [r["id"] for r in rows] and all(len(c.content.images) == 1 for _, c in read)
