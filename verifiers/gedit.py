@@ -9,11 +9,12 @@ Two metrics (``metric``):
   official request (no temperature, 1400 tokens, JPEG images at their size) unless set. Options:
   ``on_failure`` (official | zero | missing: what a question still unreadable after the re-ask scores,
   inside the score: the guess, 0, or no score; only ``missing`` leaves a failed score for the study's own
-  ``on_failure``, which the class's ``official_on_failure`` resolves) and
-  ``max_attempts`` (3: tries within one evaluation, where the official code asks without end) and
-  ``max_evaluations`` (10000, the official limit on evaluations restarted after a reply that reads but gives
-  no usable score). The score is ``overall / 10``; :meth:`GEditVerifier.aggregate` gives the official
-  numbers per language: category means and their mean, and the Intersection subset.
+  ``on_failure``, which the class's ``official_on_failure`` resolves), ``max_attempts`` (3: tries within
+  one evaluation, where the official code asks without end) and ``max_evaluations`` (10000, the official
+  limit on evaluations restarted after a reply that reads but gives no usable score; each is two calls, so
+  lower it to cap what a grader that never scores costs). The score is ``overall / 10``;
+  :meth:`GEditVerifier.aggregate` gives the official numbers per language: category means and their mean,
+  and the Intersection subset.
 - ``bon``: bon's own wording and settings, below.
 
 The ``bon`` metric: two questions per candidate, each answered with two scores on GEdit-Bench's 0-10 scale:
