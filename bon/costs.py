@@ -16,7 +16,7 @@ shaped by the generators' settings) and counted:
 Output tokens come from the rubric's reply format (a JSON answer with a short comment per criterion:
 :data:`TOKENS_PER_CRITERION` each plus :data:`ANSWER_TOKENS`) and the model's thinking setting: a
 reasoning model bills its hidden reasoning as output (:data:`THINKING_TOKENS` per ``reasoning_effort``;
-Gemini 2.5/3 Pro and 2.5 Flash think by default, priced as the effort named beside them). Every
+GPT-5, the o-series, Gemini 2.5/3 Pro and 2.5 Flash think by default, priced as the effort named beside them). Every
 assumption used is printed with the estimate; ``--calibrate PILOT_DIR`` replaces them with what a pilot
 run measured.
 
@@ -41,7 +41,9 @@ CHARS_PER_TOKEN = 4.0  # English text in a BPE tokenizer, when the model's own t
 TOKENS_PER_CRITERION = 30  # a short comment per rubric criterion in the reply
 ANSWER_TOKENS = 30  # the JSON answer's keys, score and letter
 THINKING_TOKENS = {"minimal": 0, "low": 500, "medium": 2000, "high": 6000}  # hidden reasoning billed as output
-DEFAULT_THINKING = {"gemini-2.5-pro": "medium", "gemini-3": "high", "gemini-2.5-flash": "low"}  # thinking by default
+# models that think when no reasoning_effort is set, and the effort their default is priced as
+DEFAULT_THINKING = {"gpt-5": "medium", "o1": "medium", "o3": "medium", "o4": "medium", "gemini-2.5-pro": "medium",
+                    "gemini-3": "high", "gemini-2.5-flash": "low"}
 SAMPLE_PROMPTS = 3  # the first prompts per task whose requests are built and counted
 # A typical prompt where the suite is not on disk (characters of text, images): the benchmarks' kinds of request
 TYPICAL_PROMPT = {"t2i": (120, 0), "edit": (80, 1), "interleaved": (400, 1), "reasoning": (600, 1)}
@@ -307,7 +309,8 @@ def judge_call(cfg: StudyConfig, spec: PluginSpec, prompts: dict[str, list[Shape
 def thinking_tokens(model: str, options: dict[str, Any]) -> tuple[int, str]:
     effort = options.get("reasoning_effort")
     if effort is None:
-        effort = next((e for prefix, e in DEFAULT_THINKING.items() if prefix in model.lower()), None)
+        effort = next((e for prefix, e in DEFAULT_THINKING.items() if model.lower().startswith(prefix)
+                       or f"/{prefix}" in model.lower() or (prefix.startswith("gemini") and prefix in model.lower())), None)
         if effort is None:
             return 0, ""
         return THINKING_TOKENS[effort], (f"{model} thinks by default: {THINKING_TOKENS[effort]} reasoning tokens "

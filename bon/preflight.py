@@ -43,15 +43,17 @@ def problems(cfg: StudyConfig, build: bool = True, notes: list[str] | None = Non
         cfg.strategy.create("strategy", f"{where}: strategy")
     except BonError as exc:
         found.append(str(exc))
+    from bon.plan import absent_checkouts
+
+    absent = absent_checkouts(cfg)
     for kind, spec, here in entries(cfg):
         spec_problems = spec_checks(kind, spec, here)
-        if build and not spec_problems:
+        lacks_checkout = any(line.startswith(f"{kind} {spec.label}: ") for line in absent)  # named once, below
+        if build and not spec_problems and not lacks_checkout:
             spec_problems = built(kind, spec, here, notes if notes is not None else [])
         found += spec_problems
     found += [f"{where}: suite {cfg.suite.get('name')}: {line}" for line in suite_packages(cfg)]
-    from bon.plan import absent_checkouts
-
-    found += [f"{where}: {line}: not there (the config's comments say what to clone)" for line in absent_checkouts(cfg)]
+    found += [f"{where}: {line}: not there (the config's comments say what to clone)" for line in absent]
     return list(dict.fromkeys(found))
 
 
