@@ -105,13 +105,14 @@ def _dry_run(cfg, config: Path, pilot_dir: Optional[Path], json_out: Optional[Pa
         calibrate(plan, pilot_dir)
     notes: list[str] = []
     plan.problems = problems(cfg, notes=notes) + fit_problems(plan)
-    out.print(redact_text("\n".join(render(plan) + [f"note: {line}" for line in notes])), highlight=False, markup=False)
-    write_numbers(json_out, plan_json(plan))
+    lines = render(plan) + [f"note: {line}" for line in notes]
     if plan.problems:
-        print(f"bon: {len(plan.problems)} problem(s) would stop `bon run` before it starts:", file=sys.stderr)
-        for line in plan.problems:
-            print(f"  {redact_text(line)}", file=sys.stderr)
-        raise click.exceptions.Exit(2)
+        lines += [f"{len(plan.problems)} problem(s) would stop `bon run` before it starts:"] + [f"  {p}" for p in plan.problems]
+    out.print(redact_text("\n".join(lines)), highlight=False, markup=False)
+    write_numbers(json_out, plan_json(plan))
+    if plan.problems:  # the list is above; the one error line names the first
+        more = f" (and {len(plan.problems) - 1} more, listed above)" if len(plan.problems) > 1 else ""
+        raise BonError(f"{plan.problems[0]}{more}")
 
 
 def _executor_override(config: Path, name: Optional[str]):
