@@ -60,7 +60,7 @@ class Stage:
     on_device: bool = True
     serve: Any = None  # bon.serve.ServeSettings of a served judge
     items: int | None = None  # images to generate, candidates to score or judge calls
-    seconds_per_item: float | None = None  # accelerator seconds per item: the cost model's, the config's, else the plugin's
+    seconds_per_item: float | None = None  # accelerator seconds per item: the config's, the cost model's, else the plugin's
     seconds_source: str = ""
     per_call: Any = None  # bon.costs.CallCost of one call (a chat judge, a graded verifier's grader)
     grader_calls: int | None = None  # a graded verifier's API calls
@@ -230,11 +230,8 @@ def price_judge(cfg: StudyConfig, stage: Stage, shapes: tuple[dict, str]) -> Non
         stage.cost_usd = stage.items * per_call.usd
     if stage.memory_source != "API" and stage.memory_gb:
         seconds, said = costs.local_seconds(per_call, stage.memory_gb, costs.batch_of(stage.spec.options), costs.device(cfg))
-        if stage.seconds_per_item is not None:
-            said += f" (the config's seconds_per_item: {stage.seconds_per_item:g} s)"
         per_call.seconds = seconds
-        stage.seconds_per_item, stage.seconds_source = seconds, "cost model"
-        stage.notes.append(f"local seconds per call {seconds:.2f}: {said}")
+        stage.notes.append(f"local seconds per call {seconds:.2f}: {said}" + _declared_wins(stage, seconds))
 
 
 def price_verifier(cfg: StudyConfig, stage: Stage) -> None:
@@ -252,10 +249,16 @@ def price_verifier(cfg: StudyConfig, stage: Stage) -> None:
     elif stage.memory_gb and stage.items:
         seconds, said = costs.local_seconds(per_call, stage.memory_gb, costs.batch_of(stage.spec.options), costs.device(cfg))
         per_item = seconds * calls / stage.items
-        if stage.seconds_per_item is not None:
-            said += f" (the config's seconds_per_item: {stage.seconds_per_item:g} s)"
-        stage.seconds_per_item, stage.seconds_source = per_item, "cost model"
-        stage.notes.append(f"local seconds per candidate {per_item:.2f}: {said}")
+        stage.notes.append(f"local seconds per candidate {per_item:.2f}: {said}" + _declared_wins(stage, per_item))
+
+
+def _declared_wins(stage: Stage, modelled: float) -> str:
+    """The stage's seconds per item: the config's ``seconds_per_item`` where it sets one (said beside the
+    model's), else the cost model's."""
+    if stage.seconds_source == "config":
+        return f"; the config's seconds_per_item {stage.seconds_per_item:g} s is used"
+    stage.seconds_per_item, stage.seconds_source = modelled, "cost model"
+    return ""
 
 
 def host_needs(cfg: StudyConfig, prompts: dict[str, int | None]) -> dict[str, Any]:
@@ -532,8 +535,8 @@ def render(plan: Plan) -> list[str]:
     hours = [s.gpu_hours for s in plan.stages if s.on_device and s.memory_source != "API"]
     if any(hours):
         unknown = [s.name for s in plan.stages if s.on_device and s.memory_source != "API" and s.gpu_hours is None]
-        lines.append(f"GPU time estimate: ~{sum(h for h in hours if h):,.1f} GPU-hours (items x seconds per item: the cost "
-                     "model's for chat judges and graders, else the config's or the plugin's)"
+        lines.append(f"GPU time estimate: ~{sum(h for h in hours if h):,.1f} GPU-hours (items x seconds per item: the "
+                     "config's seconds_per_item, else the cost model's for chat judges and graders, else the plugin's)"
                      + (f"; unknown for {', '.join(unknown)}" if unknown else ""))
     costs_usd = [s.cost_usd for s in plan.stages if s.cost_usd is not None]
     if costs_usd:
