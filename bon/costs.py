@@ -261,6 +261,14 @@ def _size(options: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
+def chat_judge(spec: PluginSpec) -> bool:
+    """Whether a judge builds chat requests this module can count (its class has ``request_frame``)."""
+    try:
+        return callable(getattr(registry.resolve("judge", registry.parse_spec(spec.name)[0]), "request_frame", None))
+    except BonError:
+        return False
+
+
 def judge_call(cfg: StudyConfig, spec: PluginSpec, prompts: dict[str, list[Shape]], prompt_source: str) -> CallCost | None:
     """Tokens per call of a chat judge over the study's first requests (None for a judge that is not one)."""
     name, from_spec = registry.parse_spec(spec.name)

@@ -134,8 +134,9 @@ def plan_study(cfg: StudyConfig, config_name: str) -> Plan:
         stage = _stage(f"judge {spec.label}", spec, "judge", calls, count)
         if stage.serve is not None and stage.serve.replicas > 1 and count is not None:
             stage.calls += f"; over {stage.serve.replicas} replicas, ~{-(-count // stage.serve.replicas)} each"
-        shapes = shapes or costs.sample_prompts(cfg)
-        price_judge(cfg, stage, shapes)
+        if costs.chat_judge(spec):  # the suite's first prompts are read once, for the judges that are priced by them
+            shapes = shapes or costs.sample_prompts(cfg)
+            price_judge(cfg, stage, shapes)
         plan.stages.append(stage)
     plan.device_gb, plan.device_count, plan.device_source = device_memory(cfg)
     plan.absent = absent_checkouts(cfg)
@@ -222,7 +223,6 @@ def price_judge(cfg: StudyConfig, stage: Stage, shapes: tuple[dict, str]) -> Non
     model its seconds per call from the device model (the config's figure is kept beside, in the notes)."""
     per_call = costs.judge_call(cfg, stage.spec, *shapes)
     if per_call is None:
-        stage.cost_usd = None
         return
     stage.per_call = per_call
     stage.notes += per_call.assumptions
