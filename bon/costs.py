@@ -30,7 +30,9 @@ bf16) unless ``devices: {bandwidth_gbs, tflops}`` says otherwise.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bon import registry
@@ -138,8 +140,6 @@ class TextCounter:
     def _load(cls, model: str) -> Any:
         if model in cls._cache:
             return cls._cache[model]
-        from bon.plan import local_snapshot
-
         folder, tokenizer = local_snapshot(model), None
         if folder is not None and any((folder / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
             try:
@@ -155,6 +155,19 @@ class TextCounter:
         if self.tokenizer is not None:
             return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def local_snapshot(model: str) -> Path | None:
+    """A local model folder, or the newest snapshot of a hub id in the local Hugging Face cache."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if "/" not in model or path.is_absolute() or model.startswith("."):
+        return None
+    hub = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub")
+    snapshots = Path(hub) / f"models--{model.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob("*"), key=lambda p: p.stat().st_mtime) if snapshots.is_dir() else []
+    return found[-1] if found else None
 
 
 # --- the study's requests -------------------------------------------------------------------------
@@ -173,8 +186,6 @@ def sample_prompts(cfg: StudyConfig) -> tuple[dict[str, list[Shape]], str]:
     typical prompt of the benchmark's kind (:data:`TYPICAL_PROMPT`)."""
     suite = cfg.suite
     name = suite.get("name", "jsonl" if "path" in suite else "synthetic")
-    from pathlib import Path
-
     if name == "synthetic" or (suite.get("path") and Path(suite["path"]).exists()):
         from bon import suites
 

@@ -19,12 +19,12 @@ folder name and size: FLUX's text encoders and VAE) are counted once, as the age
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from bon import costs, registry
+from bon.costs import local_snapshot
 from bon.config import PluginSpec, StudyConfig
 from bon.errors import BonError
 from bon.redact import redact
@@ -467,19 +467,6 @@ def model_components(models: list[str]) -> dict[tuple[str, int], int] | None:
         for component, size in per_component.items():
             sizes[(component, size)] = size
     return sizes
-
-
-def local_snapshot(model: str) -> Path | None:
-    """A local model folder, or the newest snapshot of a hub id in the local Hugging Face cache."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path
-    if "/" not in model or path.is_absolute() or model.startswith("."):
-        return None
-    hub = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub")
-    snapshots = Path(hub) / f"models--{model.replace('/', '--')}" / "snapshots"
-    found = sorted(snapshots.glob("*"), key=lambda p: p.stat().st_mtime) if snapshots.is_dir() else []
-    return found[-1] if found else None
 
 
 def device_memory(cfg: StudyConfig) -> tuple[float | None, int, str]:
