@@ -252,14 +252,18 @@ def write_viewer(run: Run | Path, out_dir: Path | None = None) -> tuple[Path, di
     return out.viewer, data
 
 
-def read_shards(page: Path) -> dict[str, Any]:
-    """A written page's index and every shard's packed data, in order (for checks and tools; a browser loads
-    them one at a time)."""
+def read_index(page: Path) -> dict[str, Any]:
+    """A written page's index: judges, tasks, total and per shard [path, kind, task, judge, items, disagreeing]."""
     import re
 
     html = Path(page).read_text(encoding="utf-8")
-    index = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
-    found = []
+    return json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+
+
+def read_shards(page: Path) -> dict[str, Any]:
+    """A written page's index and every shard's packed data, in order (for checks and tools; a browser loads
+    them one at a time)."""
+    index, found = read_index(page), []
     for path, *_ in index["shards"]:
         text = (Path(page).parent / path).read_text(encoding="utf-8")
         found.append(json.loads(text[text.index(",", text.index(",") + 1) + 1:text.rindex(")")]))
