@@ -113,7 +113,7 @@ def targets(sizes: list[int], found: dict, images: list[int], files: dict) -> li
             checks.append((f"{command} at x{growth:g} within {1.25 * growth:g}x the CPU time of x1 ({ratio:.2f}x)",
                            ratio <= 1.25 * growth))
         pa, pb = a["view"]["page_mb"], b["view"]["page_mb"]
-        checks.append((f"view.html's first page the same size at x{growth:g} ({pb:.2f} vs {pa:.2f} MB, within 10%)",
+        checks.append((f"view.html's first page the same size at x{growth:g} ({pb:.3f} vs {pa:.3f} MB, within 10%)",
                        pb <= 1.1 * pa))
     if len(images) > 1:
         a, b = files[images[0]]["run"]["mem"], files[images[1]]["run"]["mem"]
@@ -147,7 +147,7 @@ def main() -> int:
         if files:
             print()
             print("\n".join(table(f"Files study ({args.size} x {args.size} PNGs; images)", list(files), files)))
-        print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]['view']['page_mb']:.2f}" for k in args.prompts))
+        print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]["view"]["page_mb"]:.3f}" for k in args.prompts))
         print(f"load average at the end: {os.getloadavg()[0]:.1f}\n")
         checks = targets(args.prompts, found, list(files), files)
         for text, ok in checks:
