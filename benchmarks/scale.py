@@ -147,7 +147,7 @@ def main() -> int:
         if files:
             print()
             print("\n".join(table(f"Files study ({args.size} x {args.size} PNGs; images)", list(files), files)))
-        print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]["view"]["page_mb"]:.3f}" for k in args.prompts))
+        print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]['view']['page_mb']:.3f}" for k in args.prompts))
         print(f"load average at the end: {os.getloadavg()[0]:.1f}\n")
         checks = targets(args.prompts, found, list(files), files)
         for text, ok in checks:
