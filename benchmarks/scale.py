@@ -6,7 +6,8 @@ from disk at two sizes, with wall seconds, CPU seconds and peak memory per comma
 
 For each ``--prompts`` K (prompts per task; the demo's default is 40) it runs, each as its own process:
 ``bon demo --prompts K``, ``bon report``, ``bon tradeoff`` (on a copy: a replay stores what it buys),
-``bon view`` and ``bon.load_run`` with every frame read (``load_run``). For each ``--images`` count it
+``bon view`` (and the time headless Chromium takes to open its page and show the first cards, where
+Chromium is installed) and ``bon.load_run`` with every frame read (``load_run``). For each ``--images`` count it
 builds a files-based study (``benchmarks/_files_study.py``: the ``files`` generator, the ``labels`` verifier,
 three CPU judges, a call budget so nothing forks) and runs ``bon run`` on it.
 
@@ -64,6 +65,22 @@ def first_page_bytes(folder: Path) -> int:
     return page.stat().st_size + ((folder / shards[0][0]).stat().st_size if shards else 0)
 
 
+def open_seconds(page: Path) -> float | None:
+    """Wall seconds headless Chromium takes to open the page and show its first cards (None without Chromium;
+    a failure when it shows none or logs a console message)."""
+    from view_check import check_page, find_chromium
+
+    chromium = find_chromium()
+    if chromium is None:
+        return None
+    started = time.perf_counter()
+    found = check_page(chromium, page, budget_ms=5000)
+    seconds = time.perf_counter() - started
+    if found["returncode"] or found["console"] or not found["cards"]:
+        raise SystemExit(f"{page}: Chromium showed {found['cards']} cards, console {found['console'][:3]}")
+    return seconds
+
+
 def synthetic(work: Path, prompts: int, n: int) -> dict[str, dict[str, float]]:
     """Every command's figures on the synthetic study with ``prompts`` prompts per task."""
     run, copy = work / f"demo-{prompts}", work / f"replay-{prompts}"
@@ -74,6 +91,7 @@ def synthetic(work: Path, prompts: int, n: int) -> dict[str, dict[str, float]]:
     shutil.rmtree(copy)
     out["view"] = measured(bon("view", "--run", str(run), "--out", str(work / f"view-{prompts}")), work)
     out["view"]["page_mb"] = first_page_bytes(work / f"view-{prompts}") / 2**20
+    out["view"]["open_s"] = open_seconds(work / f"view-{prompts}" / "view.html")
     out["load_run"] = measured([sys.executable, "-c", LOAD_RUN, str(run)], work)
     return out
 
@@ -122,6 +140,10 @@ def targets(sizes: list[int], found: dict, images: list[int], files: dict) -> li
     return checks
 
 
+def _seconds(value: float | None) -> str:
+    return "no Chromium" if value is None else f"{value:.1f}"
+
+
 def main() -> int:
     ap = parser(__doc__, prompts=[40, 160, 640], n=8, images=[80, 320], size=1024,
                 out=("", "work folder (default: a temporary one, removed unless --keep)"))
@@ -148,6 +170,8 @@ def main() -> int:
             print()
             print("\n".join(table(f"Files study ({args.size} x {args.size} PNGs; images)", list(files), files)))
         print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]['view']['page_mb']:.3f}" for k in args.prompts))
+        print("view.html opened in headless Chromium, first cards shown (wall s): "
+              + ", ".join(f"{k}: {_seconds(found[k]['view']['open_s'])}" for k in args.prompts))
         print(f"load average at the end: {os.getloadavg()[0]:.1f}\n")
         checks = targets(args.prompts, found, list(files), files)
         for text, ok in checks:
