@@ -32,8 +32,10 @@ here and fitting a study that never had j give the same line (``bon predict`` on
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -299,3 +301,249 @@ def answer_sentence(summary: pd.DataFrame | None, level: float = LEVEL) -> str:
             f"on average (mean absolute error); {row['covered']} of {row['n']} measured gains fall inside their "
             f"{round(100 * level)}% prediction intervals; Spearman ρ between predicted and measured gains "
             f"{row['spearman_rho']:+.2f} (within settings).")
+
+
+# --- bon predict: new judges on a study's line -----------------------------------------------------------
+
+PREFERENCE, PUBLISHED = "preference", "published"
+AXES = {PREFERENCE: "the study's own preference set (mmrb2/ in the run folder)",
+        PUBLISHED: "MMRB2's released pairs (accuracies: published)"}
+PRICE_COLUMN = "usd_per_call"  # an accuracy table's price of one judge call, in dollars
+
+
+@dataclass
+class NewAccuracy:
+    """A judge to place on the study's line: its accuracy (%) on one task, on which axis, where it came from."""
+
+    judge: str
+    task: str
+    accuracy: float
+    axis: str  # PREFERENCE or PUBLISHED
+    where: str  # the command-line item or file it came from (for errors)
+    usd_per_call: float = math.nan
+
+
+@dataclass
+class Study:
+    """What ``bon predict`` fits on: the run's settings (every judge, exclusions as a list), its axis, its judges'
+    calls per prompt."""
+
+    run: Any
+    data: list[GainData]
+    excluded: dict[str, str]
+    axis: str
+    calls_per_prompt: dict[tuple[str, str, str], float]
+    own_overlap: Any  # the leakage rule for pairs of the run's own preference set (None: keep every pair)
+
+    @property
+    def tasks(self) -> list[str]:
+        return list(dict.fromkeys(d.task for d in self.data))
+
+
+def load_study(run: Any, bootstrap: int = 1000, seed: int = 0) -> Study:
+    """A run read for prediction: its settings' gains and accuracies (the study's own axis, its leakage policy)."""
+    from analysis import leakage
+    from analysis.bon_metrics import load_prompt_level
+    from analysis.bundle import judge_axis, study_accuracies
+    from analysis.statistics import settings_from_prompts
+    from bon.errors import BonError
+    from bon.run import as_run
+
+    run = as_run(run)
+    prompts = load_prompt_level(run)
+    if prompts.empty:
+        raise BonError(f"{run.folder.picks}: no picks: nothing to fit")
+    judges = list(dict.fromkeys(prompts["judge"]))
+    policy = leakage.study_policy(run.study)
+    overlap = leakage.own_set_overlap(run.folder.mmrb2, leakage.downstream(run, set(prompts["prompt_id"])), policy)
+    source = study_accuracies(run.study)
+    axis = judge_axis(run, judges, source, None, overlap)
+    excluded = leakage.excluded_judges(run.study, leakage.load_stats(run), judges)
+    data = gain_data(settings_from_prompts(prompts), prompts, axis, (), bootstrap, seed)
+    calls = prompts.groupby(["task", "generator", "strategy", "judge"])["calls"].mean().groupby(level=[0, 1, 2]).median()
+    return Study(run, data, excluded, study_axis(source, run.folder.mmrb2), {k: float(v) for k, v in calls.items()},
+                 overlap)
+
+
+def study_axis(source: str, own: Any = None) -> str:
+    """The axis of a study's ``accuracies`` (``run``, ``published`` or a CSV file)."""
+    if source in ("run", "preference"):
+        return PREFERENCE
+    if source == PUBLISHED:
+        return PUBLISHED
+    from analysis.statistics import load_published
+
+    return table_axis(load_published(source), own)
+
+
+def table_axis(table: pd.DataFrame, own: Any = None) -> str:
+    """An accuracy table's axis: its ``axis`` column (``preference`` or ``published``) when it has one; a run's
+    ``accuracies.csv`` (its ``source`` is that run's mmrb2/ folder) is on the preference axis; any other table is
+    taken to be on MMRB2's released pairs (as the published table and leaderboards are)."""
+    if "axis" in table.columns:
+        values = set(table["axis"].dropna().astype(str))
+        return PREFERENCE if values == {PREFERENCE} else PUBLISHED
+    if "source" in table.columns and len(table) and own is not None:
+        sources = set(table["source"].dropna().astype(str))
+        if sources and all(s.rstrip("/").endswith("/mmrb2") or s == str(own) for s in sources):
+            return PREFERENCE
+    return PUBLISHED
+
+
+def check_axis(new: NewAccuracy, study: Study) -> None:
+    """A one-line error when a new accuracy is on another axis than the study's x."""
+    from bon.errors import BonError
+
+    if new.axis != study.axis:
+        raise BonError(f"{new.where}: its accuracies are on {AXES[new.axis]}, but the study {study.run.root} measures "
+                       f"accuracy on {AXES[study.axis]}: different x axes, so the study's line cannot place this judge")
+
+
+def check_accuracy(value: float, where: str) -> float:
+    from bon.errors import BonError
+
+    if not (np.isfinite(value) and 0.0 <= value <= 100.0):
+        raise BonError(f"{where}: accuracy {value:g} is outside 0-100 (MMRB2 accuracy is a percentage)")
+    return float(value)
+
+
+def predict_new(study: Study, new: Sequence[NewAccuracy], task: str | None = None, generator: str | None = None,
+                level: float = LEVEL, seed: int = 0) -> list[dict[str, Any]]:
+    """One record per new judge, task and setting (generator, strategy): the predicted gain and its interval (None
+    where accuracy does not predict gain), the predicted score, the rank among the study's judges, the measured gain
+    of a judge that is in the study (which is then left out of its own fit) and the flags."""
+    from bon.errors import BonError
+
+    tasks = study.tasks
+    if task is not None and task not in tasks:
+        raise BonError(f"--task {task}: the study has no Best-of-N results for it (it has {', '.join(tasks)})")
+    gens = {d.generator for d in study.data}
+    if generator is not None and generator not in gens:
+        raise BonError(f"--generator {generator}: not a generator of the study ({', '.join(sorted(gens))})")
+    out = []
+    for item in new:
+        check_axis(item, study)
+        if task is not None and item.task != task:
+            continue
+        if item.task not in tasks:
+            raise BonError(f"{item.where}: the study has no Best-of-N results for task {item.task} (it has "
+                           f"{', '.join(tasks)})")
+        for d in study.data:
+            if d.task == item.task and generator in (None, d.generator):
+                out.append(_predict_one(study, d, item, level, seed))
+    return out
+
+
+def _predict_one(study: Study, d: GainData, item: NewAccuracy, level: float, seed: int) -> dict[str, Any]:
+    from bon.errors import BonError
+
+    keep = np.array([j not in study.excluded and j != item.judge for j in d.judges])
+    if keep.sum() < MIN_FIT_JUDGES:
+        left = ", ".join(f"{j} ({why})" for j, why in study.excluded.items() if j in d.judges)
+        raise BonError(f"{item.where}: {d.task}/{d.generator}: only {int(keep.sum())} judges left in the fit"
+                       + (f" (left out: {left}" + (f"; {item.judge}: the judge predicted" if item.judge in d.judges else "")
+                          + ")" if left or item.judge in d.judges else "") + f"; a line needs at least {MIN_FIT_JUDGES}")
+    fit = fit_lines(d, keep[None, :], seed, level)
+    pred = fit.predict(np.array([[item.accuracy]]))
+    flags = flags_text(pred, 0, 0, int(fit.n[0]))
+    measured = float(d.y[d.judges.index(item.judge)]) if item.judge in d.judges else None
+    if measured is not None:
+        flags.insert(0, MEASURED)
+    silent = bool(pred["no_relation"][0, 0])
+    p, lo, hi = (None if silent else float(pred[k][0, 0]) for k in ("point", "lo", "hi"))
+    others = d.y[keep]
+    calls = study.calls_per_prompt.get((d.task, d.generator, d.strategy), math.nan)
+    usd = item.usd_per_call * calls if np.isfinite(item.usd_per_call) else math.nan
+    return {"judge": item.judge, "task": d.task, "generator": d.generator, "strategy": d.strategy,
+            "accuracy": item.accuracy, "predicted_gain": p, "lo": lo, "hi": hi,
+            "predicted_score": None if p is None else d.random + p, "measured_gain": measured,
+            "flags": "; ".join(flags), "rank": None if p is None else int(1 + (others > p).sum()),
+            "judges_in_fit": int(fit.n[0]), "slope": float(fit.slope[0]), "slope_lo": float(fit.slope_lo[0]),
+            "slope_hi": float(fit.slope_hi[0]), "fit_range": [float(fit.xmin[0]), float(fit.xmax[0])],
+            "usd_per_prompt": None if not np.isfinite(usd) else float(usd),
+            "gain_per_dollar": None if p is None or not np.isfinite(usd) or usd <= 0 else p / usd}
+
+
+def judgment_accuracies(study: Study, item: str) -> list[NewAccuracy]:
+    """``LABEL=FILE[,FILE...]``: official-format judgment files scored with the official scorer's semantics on the
+    study's own preference set (the leakage policy's overlapping pairs dropped, as for the study's judges). A file's
+    task is the one its pair ids belong to; a file whose name names another task is an error."""
+    from analysis.leakage import drop_overlapping
+    from analysis.statistics import pair_outcomes
+    from bon import mmrb2
+    from bon.errors import BonError
+    from bon.mmrb2.scorer import task_pair_ids
+    from bon.tasks import is_task, parse_task
+
+    label, sep, files = item.partition("=")
+    if not sep or not label or not files:
+        raise BonError(f"--predictions {item}: expected LABEL=FILE[,FILE...]")
+    out = []
+    for file in files.split(","):
+        where = f"--predictions {label}={file}"
+        check_axis(NewAccuracy(label, "", math.nan, PREFERENCE, where), study)
+        path = Path(file)
+        judgments = mmrb2.load_judgments(path)
+        known = {t.name: ids for t, ids in task_pair_ids(study.run.folder.mmrb2).items()}
+        overlap = {t: len(set(judgments) & ids) for t, ids in known.items()}
+        best = max(overlap.values(), default=0)
+        if best == 0:
+            raise BonError(f"{path}: none of its pair ids is a pair of the study's preference set "
+                           f"({study.run.folder.mmrb2}); judgment files must answer the study's own pairs")
+        tied = [t for t, k in overlap.items() if k == best]
+        if len(tied) > 1:
+            raise BonError(f"{path}: its pair ids match tasks {' and '.join(tied)} equally")
+        task = tied[0]
+        named = {parse_task(w).name for w in re.split(r"[^A-Za-z0-9]+", path.stem) if w and is_task(w)}
+        if named and task not in named:
+            raise BonError(f"{path}: its name says task {' or '.join(sorted(named))}, but its pair ids are "
+                           f"{task}'s ({best} of {len(judgments)}): a file judged on one task cannot give another's accuracy")
+        pairs, _ = drop_overlapping(study.run.pairs(mmrb2.find_task_file(study.run.folder.mmrb2, task)), task,
+                                    study.own_overlap)
+        acc = float(pair_outcomes(task, pairs, {label: judgments}).accuracy()[0])
+        if not np.isfinite(acc):
+            raise BonError(f"{path}: no answered pair of task {task}: no accuracy to place")
+        out.append(NewAccuracy(label, task, acc, PREFERENCE, where))
+    return out
+
+
+def table_accuracies(study: Study, spec: str) -> list[NewAccuracy]:
+    """``--accuracies FILE`` (or ``published``): every judge and task of an accuracy table (judge, task, accuracy
+    [, usd_per_call][, axis]); rows of other columns' tasks (``avg``) are skipped."""
+    from analysis.statistics import PUBLISHED_CSV, load_published
+    from bon.tasks import bon_task, is_task
+
+    path = PUBLISHED_CSV if spec == PUBLISHED else Path(spec)
+    table = load_published(path)
+    axis = PUBLISHED if spec == PUBLISHED else table_axis(table, study.run.folder.mmrb2)
+    where = f"--accuracies {spec}"
+    check_axis(NewAccuracy("", "", math.nan, axis, where), study)
+    prices = pd.to_numeric(table[PRICE_COLUMN], errors="coerce") if PRICE_COLUMN in table.columns else None
+    out = []
+    for k, row in table.iterrows():
+        if not is_task(str(row["task"])):
+            continue
+        value = check_accuracy(float(pd.to_numeric(row["accuracy"], errors="coerce")), f"{path}: {row['judge']} "
+                               f"({row['task']})")
+        out.append(NewAccuracy(str(row["judge"]), bon_task(str(row["task"])), value, axis, where,
+                               float(prices[k]) if prices is not None else math.nan))
+    return out
+
+
+def given_accuracy(study: Study, item: str) -> NewAccuracy:
+    """``--accuracy LABEL=TASK:VALUE``: a number given on the study's own axis."""
+    from bon.errors import BonError
+    from bon.tasks import bon_task, is_task
+
+    label, sep, rest = item.rpartition("=")
+    task, colon, value = rest.partition(":")
+    where = f"--accuracy {item}"
+    if not sep or not label or not colon:
+        raise BonError(f"{where}: expected LABEL=TASK:VALUE (e.g. newjudge=t2i:71.5)")
+    if not is_task(task):
+        raise BonError(f"{where}: {task!r} is not a task (t2i, edit, interleaved, reasoning)")
+    try:
+        number = float(value)
+    except ValueError:
+        raise BonError(f"{where}: {value!r} is not a number") from None
+    return NewAccuracy(label, bon_task(task), check_accuracy(number, where), study.axis, where)
