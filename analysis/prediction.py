@@ -439,10 +439,10 @@ def _predict_one(study: Study, d: GainData, item: NewAccuracy, level: float, see
 
     keep = np.array([j not in study.excluded and j != item.judge for j in d.judges])
     if keep.sum() < MIN_FIT_JUDGES:
-        left = ", ".join(f"{j} ({why})" for j, why in study.excluded.items() if j in d.judges)
+        gone = [f"{j} ({why})" for j, why in study.excluded.items() if j in d.judges]
+        gone += [f"{item.judge} (the judge predicted)"] if item.judge in d.judges else []
         raise BonError(f"{item.where}: {d.task}/{d.generator}: only {int(keep.sum())} judges left in the fit"
-                       + (f" (left out: {left}" + (f"; {item.judge}: the judge predicted" if item.judge in d.judges else "")
-                          + ")" if left or item.judge in d.judges else "") + f"; a line needs at least {MIN_FIT_JUDGES}")
+                       + (f" (left out: {', '.join(gone)})" if gone else "") + f"; a line needs at least {MIN_FIT_JUDGES}")
     fit = fit_lines(d, keep[None, :], seed, level)
     pred = fit.predict(np.array([[item.accuracy]]))
     flags = flags_text(pred, 0, 0, int(fit.n[0]))

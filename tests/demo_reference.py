@@ -25,6 +25,9 @@ stayed identical:
 - tradeoff.json: ``left_out``, and per record ``decided_by``, ``costs_more``, ``gating_reason``,
   ``calls_pending`` (issues 28, 30); ``calls_made``/``calls_cached`` of 11 records, because every judge now
   replays against the store as it was before the command (so the records do not depend on the order).
+- issue 37 (will this judge help?): report.json gained ``prediction`` (the held-out validation of ``bon
+  predict``: leave one judge out, one generator out, its summary and level), and ``predictions.csv`` (every
+  held-out prediction) is compared too; every other file stayed identical.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ DEMO_ARGS = ["--prompts", "3", "--n", "4", "--seed", "1"]
 # the cascade's cheap judge is pinned: by default `bon tradeoff` picks the cheapest judge by *measured* judge
 # seconds per call, which a loaded machine reorders (the recorded run picked text-overlap)
 TRADEOFF_ARGS = ["--bootstrap", "200", "--cascade", "text-overlap"]
-CSV_FILES = ["results.csv", "correlations.csv", "metrics.csv", "accuracies.csv", "leaderboard.csv", "headroom.csv"]
+CSV_FILES = ["results.csv", "correlations.csv", "metrics.csv", "accuracies.csv", "leaderboard.csv", "headroom.csv",
+             "predictions.csv"]
 JSON_FILES = ["report.json", "tradeoff.json"]
 VOLATILE_COLUMNS = {"leaderboard.csv": ["seconds_per_prompt"]}
 RTOL = 1e-9

@@ -55,12 +55,13 @@ def predict(run_dir: Path, predictions: tuple[str, ...], table: Optional[str], g
     rows = pr.predict_new(study, new, bon_task(task) if task else None, generator, level, seed)
     if not rows:
         raise BonError(f"no judge to predict{f' on task {task}' if task else ''}: the accuracies name no task of the study")
-    priced = any(r["gain_per_dollar"] is not None for r in rows)
-    shown = sorted(rows, key=lambda r: -(r["gain_per_dollar"] if r["gain_per_dollar"] is not None else float("-inf"))) if priced else rows
+    priced = any(r["usd_per_prompt"] is not None for r in rows)
+    if priced:  # a leaderboard: the best predicted gain per dollar first, judges without a number or price last
+        rows = sorted(rows, key=lambda r: -r["gain_per_dollar"] if r["gain_per_dollar"] is not None else float("inf"))
     out.print(f"predicted Best-of-N gain over a random pick ({round(100 * level)}% prediction interval), on {pr.AXES[study.axis]}"
               + (" ; ranked by predicted gain per dollar" if priced else ""), highlight=False)
-    for r in shown:
-        out.print(line(r, len(set(r_["judge"] for r_ in rows)) > 0), highlight=False)
+    for r in rows:
+        out.print(line(r), highlight=False)
     if study.excluded:
         out.print("left out of every fit (leakage): " + "; ".join(f"{j} ({w})" for j, w in study.excluded.items()), highlight=False)
     write_numbers(json_out, {"run_dir": str(study.run.root), "axis": study.axis, "level": level, "bootstrap": bootstrap,
@@ -69,21 +70,24 @@ def predict(run_dir: Path, predictions: tuple[str, ...], table: Optional[str], g
         write_csv(out_file, rows, priced)
 
 
-def line(r: dict[str, Any], _: bool = True) -> str:
-    """One printed prediction; the numbers as ``--json`` and ``--out-file`` hold them, to 4 decimals."""
-    head = f"{r['judge']}  {r['task']}/{r['generator']}" + (f" ({r['strategy']})" if r["strategy"] not in ("", "knockout") else "")
-    head += f"  accuracy {r['accuracy']:.4f}"
+def line(r: dict[str, Any]) -> str:
+    """One printed prediction; the numbers as ``--json`` and ``--out-file`` hold them, to 4 decimals. Where the
+    slope's interval contains 0 there is no number, only the sentence."""
+    from analysis.prediction import NO_RELATION
+
+    text = f"{r['judge']}  {r['task']}/{r['generator']}" + (f" ({r['strategy']})" if r["strategy"] not in ("", "knockout") else "")
+    text += f"  accuracy {r['accuracy']:.4f}"
     if r["predicted_gain"] is None:
-        body = f"  {r['flags'].split('; ')[0] if 'measured' not in r['flags'] else r['flags'].split('; ')[1]}"
+        text += f"  {NO_RELATION}"
     else:
-        body = (f"  gain {r['predicted_gain']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}]  score {r['predicted_score']:.4f}"
-                f"  rank {r['rank']} of {r['judges_in_fit'] + 1}")
+        text += (f"  gain {r['predicted_gain']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}]  score {r['predicted_score']:.4f}"
+                 f"  rank {r['rank']} of {r['judges_in_fit'] + 1}")
     if r["measured_gain"] is not None:
-        body += f"  measured {r['measured_gain']:+.4f}"
+        text += f"  measured {r['measured_gain']:+.4f}"
     if r["gain_per_dollar"] is not None:
-        body += f"  ${r['usd_per_prompt']:.4f}/prompt, gain per $ {r['gain_per_dollar']:.2f}"
-    flags = [f for f in r["flags"].split("; ") if f and (r["predicted_gain"] is not None or f != "accuracy does not predict gain here")]
-    return head + body + (f"  [{'; '.join(flags)}]" if flags else "")
+        text += f"  ${r['usd_per_prompt']:.4f}/prompt, gain per $ {r['gain_per_dollar']:.2f}"
+    flags = [f for f in r["flags"].split("; ") if f and f != NO_RELATION]
+    return text + (f"  [{'; '.join(flags)}]" if flags else "")
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]], priced: bool) -> None:
