@@ -347,6 +347,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
     # the answer
     parts.append('<h2 id="answer">The answer</h2>')
     parts.append(_summary(corr))
+    parts.append(held_out_html(b.prediction))
     parts.append(figure_html(figs.get("correlation"),
                              "One panel per task, one marker, colour and fit-line pattern per base generator. Above each "
                              "panel: Pearson r and Spearman ρ across judges with 95% bootstrap intervals (judges, prompts "
@@ -499,6 +500,14 @@ def predictors_html(rec: Mapping[str, Any] | None) -> str:
             col("r overall", "r_overall", "+.2f"), col("difference", "difference", "+.2f"),
             interval("95% CI", "diff_lo", "diff_hi"), col("p", "p_boot", fmt_p), text("verdict", "verdict")]))
     return "".join(parts)
+
+
+def held_out_html(rec: Mapping[str, Any] | None) -> str:
+    """The answer's sentence on held-out judges (:func:`analysis.prediction.answer_sentence`), or nothing."""
+    from analysis.prediction import answer_sentence
+
+    sentence = answer_sentence(rec["summary"], rec["level"]) if rec else ""
+    return f"<p>{esc(sentence.replace('**', ''))} <a href=\"#prediction\">Details</a>.</p>" if sentence else ""
 
 
 def prediction_html(rec: Mapping[str, Any] | None) -> str:
