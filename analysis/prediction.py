@@ -344,8 +344,7 @@ def load_study(run: Any, bootstrap: int = 1000, seed: int = 0) -> Study:
     """A run read for prediction: its settings' gains and accuracies (the study's own axis, its leakage policy)."""
     from analysis import leakage
     from analysis.bon_metrics import load_prompt_level
-    from analysis.bundle import judge_axis, study_accuracies
-    from analysis.statistics import settings_from_prompts
+    from analysis.statistics import accuracy_axis, run_judge_axis, settings_from_prompts
     from bon.errors import BonError
     from bon.run import as_run
 
@@ -356,8 +355,9 @@ def load_study(run: Any, bootstrap: int = 1000, seed: int = 0) -> Study:
     judges = list(dict.fromkeys(prompts["judge"]))
     policy = leakage.study_policy(run.study)
     overlap = leakage.own_set_overlap(run.folder.mmrb2, leakage.downstream(run, set(prompts["prompt_id"])), policy)
-    source = study_accuracies(run.study)
-    axis = judge_axis(run, judges, source, None, overlap)
+    named = run.study.get("accuracies") or "preference"  # the config's accuracies: preference | published | FILE
+    source = "run" if named == "preference" else str(named)
+    axis = run_judge_axis(run, judges, None, overlap) if source == "run" else accuracy_axis(source, run, judges)
     excluded = leakage.excluded_judges(run.study, leakage.load_stats(run), judges)
     data = gain_data(settings_from_prompts(prompts), prompts, axis, (), bootstrap, seed)
     calls = prompts.groupby(["task", "generator", "strategy", "judge"])["calls"].mean().groupby(level=[0, 1, 2]).median()
