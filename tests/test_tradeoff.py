@@ -121,6 +121,35 @@ def test_two_copies_of_a_study_give_the_same_tradeoff(demo_run, tmp_path):
         assert r["costs_more"] == (r["calls_cut"] is not None and r["calls_cut"] < -1e-9)
         if r["gating"] == "safe":  # safe needs the flip analysis and no measured loss
             assert r["loss_lo"] <= 0
+    prefiltered = [r for r in payload["records"] if r["family"] == "prefilter"]
+    assert {r["options"]["keep"] for r in prefiltered} == {2, 3, "auto"}  # k = 2..N-1 and auto
+    assert {r["prefilter"] for r in prefiltered} == {"colour-hist", "ocr", "quality", "text-overlap", "image-bias"}
+    for r in prefiltered:  # never a leaked prefilter, never the judge itself; recall recorded; the gates' rule
+        assert r["prefilter"] != r["judge"] and r["prefilter_calls_per_prompt"] == N and 0 <= r["recall"] <= 1
+        assert r["gating"] == ("unsafe" if r["loss_lo"] > 0 else "safe")
+        if r["options"]["keep"] != "auto" and not r["missing_scores"]:
+            assert r["calls_per_prompt"] == 2 * (r["keep"] - 1)
+
+
+def test_select_with_a_prefilter_on_a_finished_study_then_a_rerun_asks_nobody(demo_run, tmp_path):
+    """The issue's command: ocr decides among the three candidates the quality judge scores best."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    args = ["select", "--run", str(run), "--judge", "ocr", "--strategy", "knockout", "--strategy-option", "prefilter=quality",
+            "--strategy-option", "keep=3"]
+    for attempt in ("first", "again"):
+        assert main([*args, "--json", str(tmp_path / f"{attempt}.json")]) == 0
+    first, again = (json.loads((tmp_path / f"{a}.json").read_text()) for a in ("first", "again"))
+    assert again["calls_made"] == 0 and again["costs"]["prefilter_stats"]["calls_made"] == 0
+    assert again["picks"] == first["picks"] and first["costs"]["prefilter_calls_per_prompt"] == N
+    [report] = first["prefilter"]
+    assert report["keep"] == 3 and report["missing_scores"] == sum(p.get("prefilter_missing", 0) for p in first["picks"])
+    for pick in first["picks"]:
+        assert pick["index"] in pick["kept"] and len(pick["kept"]) == 3 + pick.get("prefilter_missing", 0) - (
+            pick.get("prefilter_missing", 0) > N - 3) * (pick.get("prefilter_missing", 0) - (N - 3))
+        assert {i for m in pick["matches"] for i in m[:2]} <= set(pick["kept"])
 
 
 def test_a_cascade_whose_cheap_judge_settles_every_match_is_the_cheap_judges(demo_run, tmp_path):

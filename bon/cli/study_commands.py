@@ -313,6 +313,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     from analysis.bon_metrics import failure_policy, results_table
     from bon.runfolder import write_text
     from bon.stages.select import select as select_stage
+    from bon.selection.prefilter import selection_costs
     from bon.stages.select import strategy_label
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
@@ -320,9 +321,11 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     check_output_file(json_out)
     candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
     with _referee(study, judge, "select", retry_missing) as referee:
+        _prefilter_judge(study, strategy, referee)
         started = time.perf_counter()
-        picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
+        picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed, study.scores)
         wall = time.perf_counter() - started
+        costs = selection_costs([p["calls"] for p in picks], [p.get("prefilter_calls", 0) for p in picks], referee)
     strategy_name = strategy_label(strategy)
     picks_file = study.run.picks_file(judge.name, strategy_name, n)
     write_text(picks_file, "".join(json.dumps(p) + "\n" for p in picks))
@@ -335,11 +338,31 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
               f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
     for gate in referee.gate_reports():  # a calibrated gate's audit, a cascade's share, a fallback
         out.print(f"{gate['kind']} (calibrated on {gate['calibration'].get('source', 'fixed')}): {gate['note']}", highlight=False)
+    out.print(_cost_line(judge.name, costs), highlight=False)
+    for report in referee.prefilter_reports:  # what the prefilter kept, and keep: auto's audit
+        cheap = referee.prefilters[report["prefilter"]].stats
+        out.print(_cost_line(costs["prefilter"], costs, "prefilter_") + f" (made {cheap.calls_made}, from store {cheap.calls_cached}); "
+                  f"{report['note']}", highlight=False)
     write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
+                             "costs": costs, "prefilter": referee.prefilter_reports,
                              "gates": referee.gate_reports(),
                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
     exit_if_calls_pending(s.transient)
+
+
+def _prefilter_judge(study, strategy, referee) -> None:
+    """A strategy's prefilter as the study configures the judge of that label (else the registry's spec)."""
+    spec = getattr(getattr(strategy, "prefilter", None), "judge", None)
+    if spec is not None:
+        referee.judges[spec] = study.judge(spec)
+
+
+def _cost_line(name: str, costs: dict[str, Any], prefix: str = "") -> str:
+    """One judge's cost per prompt in both currencies: decisions, judge seconds and dollars."""
+    what = "scores" if prefix else "calls"
+    return (f"{'prefilter' if prefix else 'main judge'} {name}: {costs[prefix + 'calls_per_prompt']:.2f} {what} per prompt, "
+            f"{_fmt(costs[prefix + 'seconds_per_prompt'], '.4f')} s and ${_fmt(costs[prefix + 'usd_per_prompt'], '.4f')} per prompt")
 
 
 @app.command()

@@ -238,3 +238,22 @@ def recall(full_picks: Sequence[int], kept: Sequence[Sequence[int] | None]) -> f
 def finite_mean(values: Sequence[float]) -> float | None:
     finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     return float(np.mean(finite)) if finite else None
+
+
+def selection_costs(calls: Sequence[int], prefilter_calls: Sequence[int], referee: Any) -> dict[str, Any]:
+    """A selection's cost per prompt in both currencies: the main judge's decisions (``calls_per_prompt``,
+    comparable with knockout's 2(N-1)) and the prefilter's scores (``prefilter_calls_per_prompt``), each
+    with judge seconds and dollars at its measured cost per paid answer in the store (NaN: never paid).
+    ``calls`` and ``prefilter_calls``: each pick's."""
+    prompts = max(1, len(calls))
+    main = referee.store.unit_costs(referee.judge_id)
+    per_prompt = sum(calls) / prompts
+    out: dict[str, Any] = {"calls_per_prompt": per_prompt, "seconds_per_prompt": per_prompt * main["seconds_per_call"],
+                           "usd_per_prompt": per_prompt * main["usd_per_call"]}
+    for cheap in referee.prefilters.values():
+        unit = cheap.store.unit_costs(cheap.judge_id, pointwise=True)
+        scored = sum(prefilter_calls) / prompts
+        out.update(prefilter=cheap.judge.name, prefilter_calls_per_prompt=scored,
+                   prefilter_seconds_per_prompt=scored * unit["seconds_per_call"], prefilter_usd_per_prompt=scored * unit["usd_per_call"],
+                   prefilter_stats=cheap.stats.as_dict())
+    return out
