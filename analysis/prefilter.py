@@ -96,6 +96,21 @@ def prefilter_record(setting: Any, picks: Sequence[Any], reference_picks: Sequen
     }
 
 
+def prefilter_costs(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A prefilter setting's own cost fields (none for other settings), for rows that show a setting's cost."""
+    keys = ("prefilter", "keep", "prefilter_calls_per_prompt", "prefilter_usd_per_prompt", "recall")
+    return {k: record.get(k) for k in keys} if record.get("prefilter") else {}
+
+
+def cost_text(record: Mapping[str, Any]) -> str:
+    """``, + 8 quality scores/prompt ($...)`` for a prefilter setting, else nothing."""
+    if not record.get("prefilter"):
+        return ""
+    usd = record.get("prefilter_usd_per_prompt")
+    return (f", + {record['prefilter_calls_per_prompt']:.2f} {record['prefilter']} scores/prompt"
+            + ("" if usd is None else f" (${usd:.4f})"))
+
+
 def prefilter_gating(record: Mapping[str, Any]) -> tuple[str, str]:
     """The gates' rule: safe while the loss interval against the full protocol shows no loss."""
     lo, hi = record.get("loss_lo"), record.get("loss_hi")

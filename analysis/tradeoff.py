@@ -527,6 +527,7 @@ def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound
         if cur is None or r["calls_per_prompt"] < cur["calls_per_prompt"] - 1e-9:
             best[r["judge"]] = {k: r.get(k) for k in ("judge", "setting", "calls_per_prompt", "usd_per_prompt", "bon_score",
                                                        "loss", "loss_lo", "loss_hi", "calls_cut", "gating")}
+            best[r["judge"]].update(prefilter.prefilter_costs(r))
     return best
 
 
@@ -653,7 +654,7 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
     for r in records:
         cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
-        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f}{md_label(prefilter.cost_text(r))} | {cut} | {_num(r.get('bon_score'))} | "
                      f"{_num(r.get('recovery'), '.3f')} | {loss} | {md_label(flags(r))} |")
     noted = [r for r in records if r.get("note")]
     if noted:
@@ -669,7 +670,8 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
                       "(upper end of its 95% interval; only gates called safe):"]
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
-            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money}"
+                         f"{prefilter.cost_text(best)})")
     return "\n".join(lines) + "\n"
 
 
@@ -694,5 +696,6 @@ def cheapest_rows(records: Sequence[Mapping[str, Any]], max_loss: float, bound: 
                      "full_usd_per_prompt": ref.get("usd_per_prompt"), "full_bon_score": ref.get("bon_score"),
                      "cheapest_setting": best["setting"], "calls_per_prompt": best["calls_per_prompt"],
                      "usd_per_prompt": best["usd_per_prompt"], "bon_score": best["bon_score"], "loss": best["loss"],
-                     "loss_hi": best["loss_hi"], "calls_cut": best["calls_cut"], "gating": best["gating"]})
+                     "loss_hi": best["loss_hi"], "calls_cut": best["calls_cut"], "gating": best["gating"],
+                     **prefilter.prefilter_costs(best)})
     return rows

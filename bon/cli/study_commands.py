@@ -381,11 +381,23 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     check_output_file(json_out)
     study.require_scores()  # the curve's numbers are verifier scores: refuse before any judge call
     with _referee(study, judge, "curve", retry_missing) as referee:
+        _prefilter_judge(study, strategy, referee)
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
-    out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
+        unit = referee.store.unit_costs(referee.judge_id)
+        for cheap in referee.prefilters.values():
+            unit.update({f"prefilter_{k}": v for k, v in cheap.store.unit_costs(cheap.judge_id, pointwise=True).items()})
+    for r in rows:  # both currencies: each judge's calls per prompt at its measured seconds and dollars per call
+        for prefix in ("", "prefilter_"):
+            if prefix + "calls_per_prompt" in r:
+                r[prefix + "seconds_per_prompt"] = r[prefix + "calls_per_prompt"] * unit[prefix + "seconds_per_call"]
+                r[prefix + "usd_per_prompt"] = r[prefix + "calls_per_prompt"] * unit[prefix + "usd_per_call"]
+    pre = any("prefilter_calls_per_prompt" in r for r in rows)
+    out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}{'calls/prompt':>13}"
+              + (f"{'prefilter':>10}" if pre else ""))
     for r in rows:
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
-                  f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}")
+                  f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}{r['calls_per_prompt']:>13.2f}"
+                  + (f"{r.get('prefilter_calls_per_prompt', 0.0):>10.2f}" if pre else ""))
     strategy_name = strategy_label(strategy)
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these
