@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from bon.plugins import scores_alone
+from bon.plugins import Score, scores_alone
 from bon.referee import Referee
 from bon.selection.prefilter import AUTO, recall
 from bon.store import JudgmentStore, usage_of
@@ -44,8 +44,10 @@ def prefilter_settings(setting_type: Any, prefilters: Sequence[str], n: int) -> 
 
 
 def score_snapshots(path: Any, judges: Mapping[str, Any], groups: Sequence[Any], invocation: str, seed: int) -> dict[str, dict]:
-    """Every prefilter's score of every candidate (asked now where the store lacks it, else read), by judge
-    id: read once here, so that no replay asks the store (or a judge) again."""
+    """Every prefilter's score of every candidate, by judge id: read once here, so that no replay asks the
+    store (or a judge) again. A score the store lacks is first looked up in the judge's own stored pairwise
+    answers (a judge that compares two per-response scores records them: ``score_a``, ``score_b``), stored
+    as its score, and asked of the judge only where no answer holds it."""
     if not judges:
         return {}
     store = JudgmentStore(path, invocation=invocation, command="bon tradeoff")
@@ -53,13 +55,36 @@ def score_snapshots(path: Any, judges: Mapping[str, Any], groups: Sequence[Any],
     try:
         for spec in sorted(judges):
             referee = Referee(judges[spec], store, seed=seed, stage="tradeoff")
-            known: dict = {}
+            keys = {(p.content.digest, c.content.digest, 0): None for p, cands in groups for c in cands}
+            known = store.get_scores(referee.judge_id, list(keys))
+            if len(known) < len(keys):
+                recorded = recorded_scores(store.answers_before(referee.judge_id, invocation), referee.judge)
+                found = [(k, recorded[k]) for k in keys if k not in known and k in recorded]
+                store.put_scores(referee.judge_id, found, stage="tradeoff")
+                known.update(found)
             for prompt, cands in groups:
-                scores = referee.score(prompt, [c.content for c in cands])
-                known.update(((prompt.content.digest, c.content.digest, 0), s) for c, s in zip(cands, scores))
+                if any((prompt.content.digest, c.content.digest, 0) not in known for c in cands):
+                    scores = referee.score(prompt, [c.content for c in cands])
+                    known.update(((prompt.content.digest, c.content.digest, 0), s) for c, s in zip(cands, scores))
             out[referee.judge_id] = known
     finally:
         store.close()
+    return out
+
+
+def recorded_scores(answers: Mapping[tuple, Any], judge: Any) -> dict[tuple, Score]:
+    """Per (prompt, response, 0): the judge's own score of the response as its answered pairwise verdicts
+    record it (``score_a``/``score_b`` in meta; None there: no signal in that response, a missing score)."""
+    out: dict[tuple, Score] = {}
+    for (prompt, a, b, sample), verdict in answers.items():
+        meta = verdict.meta or {}
+        if sample != 0 or verdict.better is None or "score_a" not in meta or "score_b" not in meta:
+            continue
+        for digest, value in ((a, meta["score_a"]), (b, meta["score_b"])):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[(prompt, digest, 0)] = Score(float(value))
+            elif value is None:
+                out[(prompt, digest, 0)] = Score(None, missing=f"{judge.name}: no signal in this response")
     return out
 
 

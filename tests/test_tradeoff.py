@@ -152,6 +152,32 @@ def test_select_with_a_prefilter_on_a_finished_study_then_a_rerun_asks_nobody(de
         assert {i for m in pick["matches"] for i in m[:2]} <= set(pick["kept"])
 
 
+def test_prefilter_scores_read_from_the_judges_answers_are_what_the_judge_scores(demo_run, tmp_path):
+    """The trade-off stores each prefilter's score of every candidate once, read off the judge's own pairwise
+    answers where they record it: the same numbers (and the same missing ones) the judge gives when asked."""
+    import shutil
+    from pathlib import Path
+
+    from analysis.tradeoff import replay_groups
+    from bon.store import JudgmentStore, judge_id
+    from bon.study import load_study
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    assert main(["tradeoff", "--run", str(run), "--judge", "random", "--prefilter", "quality", "--prefilter", "ocr",
+                 "--bootstrap", "100", "--cascade", "none"]) == 0
+    study = load_study(Path(run))
+    store = JudgmentStore(study.run.store, read_only=True)
+    for label in ("quality", "ocr"):
+        judge = study.judge(label)
+        for prompt, cands in replay_groups(study):
+            keys = [(prompt.content.digest, c.content.digest, 0) for c in cands]
+            stored = store.get_scores(judge_id(judge.identity()), keys)
+            fresh = judge.score(prompt, [c.content for c in cands])
+            assert [(stored[k].value, stored[k].missing) for k in keys] == [(s.value, s.missing) for s in fresh]
+    store.close()
+
+
 def test_a_cascade_whose_cheap_judge_settles_every_match_is_the_cheap_judges(demo_run, tmp_path):
     """With cascade_gate 0 a cheap judge that never ties (position-bias always answers A) settles every match:
     the main judge was never asked, and the row carries the cheap judge's name."""

@@ -130,7 +130,7 @@ class ScoringJudge(PairwiseJudge):
             return Score(None, missing=f"{self.name}: {type(exc).__name__}: {exc}")
         if value is None:
             return Score(None, missing=f"{self.name}: no signal in this response")
-        return Score(float(value))
+        return Score(_round(value))  # as its verdicts record it (``score_a``/``score_b``)
 
     def coin_key(self, c: Comparison) -> tuple:
         return (self.algorithm, self.seed, c.prompt.content.digest, c.a.digest, c.b.digest, c.sample)
