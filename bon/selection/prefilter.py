@@ -20,7 +20,6 @@ needs the verifier's score of each candidate (``utility``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
@@ -173,7 +172,6 @@ def run_prefiltered(strategy: Any, referee: Any, groups: Sequence[Any], seed: in
     referee.prefilter_reports.append({
         "prefilter": policy.judge, **report, "prompts": len(picks),
         "candidates": sum(len(s) for s in scores), "missing_scores": missing,
-        "kept_for_missing_score": sum(p.prefilter_missing for p in picks if p.kept is not None),
         "note": _note(policy, report, picks, missing)})
     return picks
 
@@ -233,11 +231,6 @@ def recall(full_picks: Sequence[int], kept: Sequence[Sequence[int] | None]) -> f
     if not pairs:
         return None
     return float(np.mean([k is None or w in k for w, k in pairs]))
-
-
-def finite_mean(values: Sequence[float]) -> float | None:
-    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    return float(np.mean(finite)) if finite else None
 
 
 def selection_costs(calls: Sequence[int], prefilter_calls: Sequence[int], referee: Any) -> dict[str, Any]:
