@@ -1,7 +1,8 @@
 """The trade-off's ``prefilter`` family: a cheap pointwise judge keeps the top k of N, the judge runs the
 knockout (both orders) among them (:mod:`bon.selection.prefilter`).
 
-Settings: k = 2 .. N-1 and ``keep: auto`` with each pointwise-capable judge of the study as prefilter
+Settings: k = 2 .. N/2 (by default: the settings that cut knockout's calls by more than half; ``keeps``
+asks for others, up to N-1) and ``keep: auto`` with each pointwise-capable judge of the study as prefilter
 (:func:`bon.plugins.scores_alone`), except the judges the leakage policy leaves out (a judge sharing the
 verifier's grader never prefilters) and the judge itself. The prefilter's scores are asked once per
 prefilter judge, before any judge is replayed, and every replay reads them from memory.
@@ -37,10 +38,19 @@ def prefilter_judges(study: Any, asked: Sequence[str] = (), excluded: Mapping[st
     return [j.label for j in study.cfg.judges if j.label not in excluded and scores_alone(study.judge(j.label))]
 
 
-def prefilter_settings(setting_type: Any, prefilters: Sequence[str], n: int) -> list[Any]:
-    """Knockout with each prefilter keeping k = 2 .. n-1, then ``keep: auto``."""
+def default_keeps(n: int) -> list[int]:
+    """k = 2 .. N/2: the prefilter settings that cost at most about half of knockout's 2(N-1) calls (the whole
+    2 .. N-1 grid on the default demo made ``bon tradeoff`` about a third slower for settings no cheaper than
+    half the protocol)."""
+    return list(range(2, max(2, n // 2) + 1)) if n > 2 else []
+
+
+def prefilter_settings(setting_type: Any, prefilters: Sequence[str], n: int, keeps: Sequence[int] = ()) -> list[Any]:
+    """Knockout with each prefilter keeping each k of ``keeps`` (default :func:`default_keeps`; each below
+    ``n``), then ``keep: auto``."""
+    grid = sorted({int(k) for k in keeps if 1 <= int(k) < n}) if keeps else default_keeps(n)
     return [setting_type(f"knockout prefilter {p} keep {k}", "knockout", {"prefilter": p, "keep": k}, FAMILY)
-            for p in prefilters for k in [*range(2, n), AUTO]]
+            for p in prefilters for k in [*grid, AUTO]]
 
 
 def score_snapshots(path: Any, judges: Mapping[str, Any], groups: Sequence[Any], invocation: str, seed: int) -> dict[str, dict]:

@@ -73,11 +73,12 @@ ADAPTIVE_FAMILIES = ("calibrated", "cascade", "uncertainty")  # the settings --s
 
 def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Sequence[float] = DEFAULT_MARGIN_GATES,
                      cascades: Sequence[str] = (), strategy_options: Mapping[str, Any] | None = None,
-                     prefilters: Sequence[str] = (), n: int = 0) -> list[Setting]:
+                     prefilters: Sequence[str] = (), n: int = 0, keeps: Sequence[int] = ()) -> list[Setting]:
     """Knockout (both orders: the reference), gated knockouts (on the 1-6 score, and on the judge's own
     margin where its verdicts keep one), calibrated gates with an audit, cascades from each of
     ``cascades``, seeded knockout, the uncertainty-driven strategy, round-robin, early-stopped round-robin,
-    then knockouts among the top k of each of ``prefilters`` (k = 2 .. ``n``-1 and auto, :mod:`analysis.prefilter`).
+    then knockouts among the top k of each of ``prefilters`` (k of ``keeps``, default 2 .. ``n``/2, and auto:
+    :mod:`analysis.prefilter`).
     ``strategy_options`` go to the calibrated, cascade and uncertainty settings whose strategy takes them."""
     adaptive = [
         Setting("knockout gated auto", "knockout", {"swap": "gated", "gate": "auto"}, "calibrated"),
@@ -94,7 +95,7 @@ def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Seque
         Setting("knockout seeded", "knockout", {"seed": "self"}, "seeded"),
         Setting("round-robin", "round-robin", {}, "round-robin"),
         Setting("round-robin early stop", "round-robin", {"early_stop": True}, "early-stop"),
-        *prefilter.prefilter_settings(Setting, prefilters, n),
+        *prefilter.prefilter_settings(Setting, prefilters, n, keeps),
     ]
 
 

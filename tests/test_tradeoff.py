@@ -122,7 +122,7 @@ def test_two_copies_of_a_study_give_the_same_tradeoff(demo_run, tmp_path):
         if r["gating"] == "safe":  # safe needs the flip analysis and no measured loss
             assert r["loss_lo"] <= 0
     prefiltered = [r for r in payload["records"] if r["family"] == "prefilter"]
-    assert {r["options"]["keep"] for r in prefiltered} == {2, 3, "auto"}  # k = 2..N-1 and auto
+    assert {r["options"]["keep"] for r in prefiltered} == {2, "auto"}  # k = 2..N/2 and auto by default
     assert {r["prefilter"] for r in prefiltered} == {"colour-hist", "ocr", "quality", "text-overlap", "image-bias"}
     for r in prefiltered:  # never a leaked prefilter, never the judge itself; recall recorded; the gates' rule
         assert r["prefilter"] != r["judge"] and r["prefilter_calls_per_prompt"] == N and 0 <= r["recall"] <= 1
@@ -165,7 +165,10 @@ def test_prefilter_scores_read_from_the_judges_answers_are_what_the_judge_scores
     run = tmp_path / "run"
     shutil.copytree(demo_run, run)
     assert main(["tradeoff", "--run", str(run), "--judge", "random", "--prefilter", "quality", "--prefilter", "ocr",
-                 "--bootstrap", "100", "--cascade", "none"]) == 0
+                 "--keep", "3", "--keep", str(N), "--bootstrap", "100", "--cascade", "none"]) == 0
+    records = json.loads((run / "tradeoff.json").read_text())["records"]
+    assert sorted((r["prefilter"], str(r["options"]["keep"])) for r in records if r["family"] == "prefilter") == [
+        ("ocr", "3"), ("ocr", "auto"), ("quality", "3"), ("quality", "auto")]  # keep N would be plain knockout
     study = load_study(Path(run))
     store = JudgmentStore(study.run.store, read_only=True)
     for label in ("quality", "ocr"):

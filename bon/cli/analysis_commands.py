@@ -236,6 +236,9 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
               help="Pointwise judge of the prefilter settings (knockout among its top k, k = 2..N-1 and auto; a spec or the "
                    "study's judge label; repeatable; default: every judge of the study that scores a candidate alone and that "
                    "the leakage policy keeps; 'none': no prefilter).")
+@click.option("--keep", "keeps", type=click.IntRange(min=1), multiple=True, metavar="K",
+              help="Candidates the prefilter settings keep (repeatable, each below N; default 2 .. N/2, the settings that "
+                   "cost at most about half of knockout; keep auto always runs).")
 @plugin_options("strategy", "Option of the calibrated, cascade and uncertainty settings (e.g. max_flip=0.05, audit=0.2, tolerance=0.1), repeatable.")
 @click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
@@ -246,7 +249,8 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
               help="Processes replaying judges side by side (0: one per CPU core); the records do not depend on it.")
 @holds_writer_lock("run_dir", "bon tradeoff")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
-                     margin_gates: tuple[float, ...], cascades: tuple[str, ...], prefilters: tuple[str, ...], strategy_options: tuple[str, ...],
+                     margin_gates: tuple[float, ...], cascades: tuple[str, ...], prefilters: tuple[str, ...], keeps: tuple[int, ...],
+                     strategy_options: tuple[str, ...],
                      max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path],
                      workers: int) -> None:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts (fixed
@@ -271,7 +275,7 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
             study_judge(study, spec)  # an unknown cheap judge is a one-line error before any replay
     settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES,
                                 cascade_judges(study, cascades, excluded), parse_options(strategy_options, "--strategy-option"),
-                                prefilter_judges(study, prefilters, excluded), study.cfg.n)
+                                prefilter_judges(study, prefilters, excluded), study.cfg.n, keeps)
     records = tradeoff(study, judges, settings, bootstrap=bootstrap, excluded=excluded, workers=workers)
     note("tradeoff: writing tradeoff.json, tradeoff.md and the figure")
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
