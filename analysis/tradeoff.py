@@ -43,6 +43,7 @@ from bon.runfolder import write_json, write_text
 from bon.seeds import derive_seed
 from bon.progress import note
 from bon.selection import run_selection
+from bon.selection.prefilter import paired_interval  # the loss interval keep: auto calibrates with
 from bon.stages.pool import run_jobs, usable_cores
 from bon.store import JudgmentStore, Key, judge_id, new_invocation_id
 
@@ -494,19 +495,6 @@ def _add_cuts(records: list[dict[str, Any]]) -> None:
         r["calls_cut"] = 1.0 - r["calls_per_prompt"] / ref if ref else None
         r["costs_more"] = bool(ref) and r["calls_per_prompt"] > ref + 1e-9
         r["loss_ci_includes_0"] = r["loss_lo"] is not None and r["loss_lo"] <= 0.0 <= r["loss_hi"]
-
-
-def paired_interval(diffs: np.ndarray, bootstrap: int, seed: int, level: float = 0.95) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of the mean paired difference, resampling prompts."""
-    d = diffs[np.isfinite(diffs)]
-    if d.size == 0:
-        return None, None
-    if np.all(d == d[0]):
-        return float(d[0]), float(d[0])
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, d.size, size=(bootstrap, d.size))].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
 
 
 def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper",
