@@ -36,9 +36,8 @@ Edited in place for issue 36 (the two intended changes applied to the recorded f
 Added for issue 38, in place: tradeoff.json's 80 records of the new ``prefilter`` family (knockout among the top k
 of each pointwise judge the leakage policy keeps: k = 2 and auto at N = 4, for each of the 9 judges but itself),
 inserted where the code writes them (after each judge's other settings). The 129 recorded records and every other
-key are byte-for-byte as recorded (on this environment, the code before and after issue 38 gives identical old
-records on the same demo). The new records were computed on an environment whose quality judge's verdicts differ
-from the recording's (as above), so those with quality as judge or prefilter follow that environment.
+key are byte-for-byte as recorded (the code before and after issue 38 gives identical old records on the same
+demo); a fresh demo and trade-off of this code match every reference file with no difference.
 """
 
 from __future__ import annotations
