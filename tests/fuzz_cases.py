@@ -797,7 +797,7 @@ def config_world(rng: Random) -> ConfigWorld:
     raw: dict[str, Any] = {"out": f"runs/{rng.choice(ODD_NAMES)}", **json.loads(json.dumps(TINY_STUDY))}
     raw["judges"] = [rng.choice([j, {"name": j}, {"name": j, "label": f"{j}-{rng.choice(['x', 'ü', '评'])}"}])
                      for j in rng.sample(JUDGE_LABELS + ["image-bias", "text-overlap"], rng.randint(1, 4))]
-    for key in ("seed", "preference", "verifier", "strategy"):
+    for key in ("seed", "preference", "strategy"):  # a config must name its verifier (no silent default)
         if rng.random() < 0.2:
             raw.pop(key)
     return ConfigWorld(raw)
@@ -809,7 +809,7 @@ def _c_drop(w: ConfigWorld, rng: Random) -> None:
         return  # dropping what an earlier mutation made bad would make it good again
     w.touched.add(key)
     del w.raw[key]
-    if key in ("out", "generators", "judges"):
+    if key in ("out", "generators", "judges", "verifier"):
         w.bad.append(key)
     elif key in w.bad:  # a bad value dropped: the default is good again
         w.bad.remove(key)
@@ -883,7 +883,7 @@ def _c_suite_or_preference(w: ConfigWorld, rng: Random) -> None:
 
 def _c_huge_or_negative(w: ConfigWorld, rng: Random) -> None:
     key, value, bad = rng.choice([
-        ("n", 10 ** 30, None), ("n", -3, True), ("n", 0, True), ("n", 1, None), ("n", 2 ** 63, None), ("seed", -1, None),
+        ("n", 10 ** 30, None), ("n", -3, True), ("n", 0, True), ("n", 1, True), ("n", 2 ** 63, None), ("seed", -1, None),
         ("seed", 2 ** 70, None), ("seed", -(2 ** 70), None), ("max_calls", 10 ** 40, False), ("max_calls", 0, False),
         ("samples", 10 ** 6, None), ("devices", {"memory_gb": 1e308}, False), ("devices", {"memory_gb": float("inf")}, None),
         ("devices", {"memory_gb": float("nan")}, True), ("n", 4, False), ("seed", 12345, False),
@@ -1638,6 +1638,11 @@ def _fixture_command(argv: list[str], cwd: Path) -> Outcome:
     return outcome
 
 
+def view_text(folder: Path) -> str:
+    """`bon view`'s page in ``folder`` and its shards, as one text."""
+    return "".join(f.read_text(encoding="utf-8") for f in [folder / "view.html", *sorted((folder / "view-data").glob("*.js"))])
+
+
 def _view_summary(stdout: str) -> str:
     return stdout[stdout.find("("):].strip()
 
@@ -1827,7 +1832,7 @@ def make_view_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
         if not check:
             return None
         got = _view_summary(stdout)
-        page = (case.cwd / "out" / "view.html").read_text(encoding="utf-8")
+        page = view_text(case.cwd / "out")
         if got != extras.view_summary:
             return f"view found {got!r}, the finished study gives {extras.view_summary!r}"
         return "a verdict shown as not in the judgment store" if "not in the judgment store" in page else None

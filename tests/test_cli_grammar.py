@@ -306,7 +306,7 @@ def test_config_errors_write_nothing_and_the_fixed_config_runs(tmp_path, capsys)
 
     out = tmp_path / "study"
     good = {"out": str(out), "seed": 1, "n": 2, "tasks": ["t2i"], "suite": {"name": "synthetic", "per_task": 1},
-            "preference": {"prompts_per_task": 1}, "generators": [{"name": "synthetic", "label": "g"}],
+            "preference": {"prompts_per_task": 1}, "verifier": "synthetic", "generators": [{"name": "synthetic", "label": "g"}],
             "judges": ["random", "scene-full", "colour-hist"]}
     bad_suite = {**good, "suite": {"name": "synthetic", "per_tsk": 1}}
     bad_strategy = {**good, "strategy": {"name": "knockout", "options": {"seeding": "sideways"}}}
@@ -350,3 +350,12 @@ def test_option_values_are_yaml_but_a_hash_is_text():
                    "empty": None}
     with pytest.raises(BonError, match="not valid YAML"):
         parse_options(("xs=[a, b",))
+
+
+def test_progress_lines_give_the_rate_and_the_time_left():
+    from bon.progress import progress_line
+
+    assert progress_line("judge", 40_000, 100_000, 12.0) == "judge: 40,000/100,000 (12 s, 3,333/s, about 18 s left)"
+    assert progress_line("judge", 3, 1_000, 2.0) == "judge: 3/1,000 (2 s, 1.5/s, about 11 min left)"
+    assert progress_line("judge", 5, 5, 2.0) == "judge: 5/5 (2 s, 2.5/s)"
+    assert progress_line("judge", 1, 3, 0.2) == "judge: 1/3 (0 s)"  # no rate before a second has passed

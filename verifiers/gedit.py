@@ -57,7 +57,7 @@ from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _gedit_official as official
 from verifiers._grader import (DIGITS, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
-                               parse_scores, resize_to_area, snippet)
+                               grader_modules, parse_scores, resize_to_area, snippet)
 from verifiers._official import check_metric
 
 
@@ -100,6 +100,7 @@ ITEM_FIELDS = ("key", "task_type", "instruction", "instruction_language")
 
 class GEditVerifier(Verifier):
     plugin = "gedit"
+    required_modules = staticmethod(grader_modules)  # optional packages (bon.preflight)
     run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 2  # 2: a reply that reads but gives no usable score starts a new evaluation (the official flow)
