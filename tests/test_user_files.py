@@ -63,6 +63,8 @@ def test_a_rerun_that_fails_keeps_the_earlier_out_file(tmp_path, capsys):
     rc, _, _ = score(capsys, "--verifier", "isg", "--verifier-option", f"grader=replay:{replies}", "--items", str(two), "--out-file", str(out))
     assert rc == 0 and len(out.read_text().splitlines()) == 2
     before = out.read_text()
+    lines = items.read_text().splitlines()
+    items.write_text("".join(line + "\n" for line in [lines[2], *lines[:2]]))  # the unanswered item first
     rc, _, err = score(capsys, "--verifier", "isg", "--verifier-option", f"grader=replay:{replies}", "--items", str(items), "--out-file", str(out))
     assert rc == 2 and "c" in err and "Traceback" not in err
     assert out.read_text() == before  # the two scored lines are still there (main emptied the file)
