@@ -318,7 +318,8 @@ def resolve_image_path(rel: str, base: Path | None, where: str = "image") -> Pat
     if folder.is_dir():
         stem = c.stem.lower()
         for other in folder.iterdir():
-            if other.stem.lower() == stem and other.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"):
+            if other.stem.lower() == stem and other.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp") \
+                    and other.is_file():
                 return other if base is None or inside(other, base) else None
     return None
 
