@@ -524,13 +524,13 @@ def checked_accuracies(table: pd.DataFrame, path: Path) -> pd.DataFrame:
         for field in ("judge", "task"):
             if not isinstance(row[field], str) or not row[field].strip():
                 raise BonError(f"{where}: field {field} must name a {field}, got {row[field]!r}")
-        key = (row["judge"].strip(), row["task"].strip())
+        key = (_judge_key(row["judge"]), row["task"].strip())  # judges are matched ignoring case and punctuation
         if key in seen:
-            raise BonError(f"{where}: judge {key[0]!r}, task {key[1]!r} appears twice (first in row {seen[key]})")
+            raise BonError(f"{where}: judge {row['judge'].strip()!r}, task {key[1]!r} appears twice (first in row {seen[key]})")
         seen[key] = i
         accuracy.append(_percent(_cell(row["accuracy"]), f"{where}: field accuracy"))
         pairs.append(_count(_cell(row.get("n_pairs")), f"{where}: field n_pairs") if "n_pairs" in row else np.nan)
-    table["judge"], table["task"] = [j.strip() for j, _ in seen], [t.strip() for _, t in seen]
+    table["judge"], table["task"] = table["judge"].str.strip(), table["task"].str.strip()
     table["accuracy"] = np.asarray(accuracy, float)
     if "n_pairs" in table.columns:
         table["n_pairs"] = np.asarray(pairs, float)
@@ -614,9 +614,12 @@ def accuracy_axis(spec: str | Path | None, run_dir: Run | Path | None = None, ju
 
 def match_judges(names: Iterable[str], known: Iterable[str]) -> dict[str, str]:
     """Map user judge names onto known ones ignoring case and punctuation (``gpt5`` -> ``GPT-5``)."""
-    key = lambda s: re.sub(r"[^a-z0-9]", "", str(s).lower())  # noqa: E731
-    index = {key(k): k for k in known}
-    return {n: index[key(n)] for n in names if key(n) in index}
+    index = {_judge_key(k): k for k in known}
+    return {n: index[_judge_key(n)] for n in names if _judge_key(n) in index}
+
+
+def _judge_key(name: Any) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
 # --- the downstream axis ---------------------------------------------------------------------------
