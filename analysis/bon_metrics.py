@@ -258,18 +258,25 @@ def apply_on_failure(scores: Mapping[ScoreKey, Mapping[str, Any]], applied: str
 
 
 def failure_counts(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, Mapping[str, Any]],
-                   failed: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
-    """Per (task, generator): the verifier scores stored, how many failed, and on how many prompts."""
-    task_of = {(p["generator"], p["prompt_id"]): p["task"] for p in picks}
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+                   failed: Mapping[tuple[str, str], int], tasks: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Per (task, generator) and part of the study (``best_of_n``: the prompts with picks, else the others,
+    such as the preference set's): the verifier scores stored, how many failed, and on how many prompts.
+    ``tasks`` (prompt id -> task, the run's prompts.jsonl) names the task of a prompt without picks."""
+    task_of = {**(tasks or {}), **{p["prompt_id"]: p["task"] for p in picks}}
+    picked = {(p["generator"], p["prompt_id"]) for p in picks}
+    rows: dict[tuple[bool, str, str], dict[str, Any]] = {}
+
+    def row(gen: str, pid: str) -> dict[str, Any]:
+        key = ((gen, pid) not in picked, task_of.get(pid, "?"), gen)
+        return rows.setdefault(key, {"task": key[1], "generator": gen, "best_of_n": not key[0], "scores": 0, "failed": 0,
+                                     "prompts_with_failures": 0})
+
     for gen, pid, _ in scores:
-        key = (task_of.get((gen, pid), "?"), gen)
-        row = rows.setdefault(key, {"task": key[0], "generator": gen, "scores": 0, "failed": 0, "prompts_with_failures": 0})
-        row["scores"] += 1
+        row(gen, pid)["scores"] += 1
     for (gen, pid), count in failed.items():
-        row = rows[(task_of.get((gen, pid), "?"), gen)]
-        row["failed"] += count
-        row["prompts_with_failures"] += 1
+        r = row(gen, pid)
+        r["failed"] += count
+        r["prompts_with_failures"] += 1
     return [rows[k] for k in sorted(rows)]
 
 

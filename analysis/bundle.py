@@ -21,7 +21,7 @@ from analysis.bon_metrics import apply_on_failure, bon_metrics, failure_counts, 
 from analysis.headroom import headroom_table
 from analysis.leaderboard import all_leaderboards
 from analysis.power import power_analysis
-from analysis.predictors import bundle_records
+from analysis.predictors import bundle_records, figure_title
 from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, Setting, accuracy_axis,
                                  correlation_intervals, run_judge_axis, settings_from_prompts)
 from analysis.tradeoff import cheapest_rows
@@ -119,8 +119,13 @@ class ReportBundle:
         lines = [("Verifier metric", sc["metric"] + (f"; {sc['answers']} scores read from yes/no answers "
                                                      "(fallback_to_answer: the grader gave no log-probabilities)"
                                                      if sc.get("answers") else ""))]
-        counts = "; ".join(f"{r['task']}/{r['generator']}: {r['failed']} of {r['scores']}"
-                           + (f" on {r['prompts_with_failures']} prompts" if r["failed"] else "") for r in sc["failed"])
+        rows = sc["failed"]
+        counts = "; ".join(_failed_text(r) for r in rows if r.get("best_of_n", True))
+        others = [r for r in rows if not r.get("best_of_n", True)]
+        if others:  # prompts without picks (the preference set's): one total, and the settings where some failed
+            counts += ("; " if counts else "") + (f"prompts outside Best-of-N (e.g. the preference set's): "
+                                                  f"{sum(r['failed'] for r in others)} of {sum(r['scores'] for r in others)}")
+            counts += "".join(f"; {_failed_text(r)} outside Best-of-N" for r in others if r["failed"])
         lines.append(("Failed verifier scores", f"{counts or 'none'}; {sc['policy']}"))
         return lines
 
@@ -176,6 +181,33 @@ class ReportBundle:
                 "spearman_hi", "n_judges")
         return strict({k: rows.iloc[0][k] for k in keep})
 
+    def axes_sentence(self) -> str:
+        """What x and y are in this study, in one sentence (the correlation figure's subtitle; report.md's and
+        report.html's "The axes"): in the synthetic world, that these are not numbers about real models."""
+        return figure_title(self.study).partition("\n")[2]
+
+    def r_undefined(self) -> str | None:
+        """Why the headline r is undefined (None when it is a number): too few judges, or no spread in the
+        Best-of-N scores or the accuracies of any setting (the judges the leakage policy leaves out aside)."""
+        pooled = self.pooled()
+        if not pooled or finite(pooled.get("pearson_r")):
+            return None
+        m = self.metrics[~self.metrics["judge"].isin(self.excluded_judges)]
+        m = m[np.isfinite(pd.to_numeric(m["mmrb2_accuracy"], errors="coerce"))
+              & np.isfinite(pd.to_numeric(m["bon_score"], errors="coerce"))]
+        groups = [g for _, g in m.groupby(["task", "generator"], sort=False)]
+        most = max((len(g) for g in groups), default=0)
+        if most < MIN_CORRELATION_JUDGES:
+            return (f"at most {most} judge(s) per setting have both an MMRB2 accuracy and a Best-of-N score; a "
+                    f"correlation needs {MIN_CORRELATION_JUDGES}")
+        if all(g["bon_score"].nunique() < 2 for g in groups):
+            scores = sorted(set(m["bon_score"].round(12)))
+            same = f" (every Best-of-N score is {scores[0]:g}: the verifier scored every pick alike)" if len(scores) == 1 else ""
+            return f"within every setting all judges have the same Best-of-N score{same}, so there is no spread to correlate"
+        if all(g["mmrb2_accuracy"].nunique() < 2 for g in groups):
+            return "within every setting all judges have the same MMRB2 accuracy, so there is no spread to correlate"
+        return "too few judges, or no spread in accuracy or Best-of-N score, in every setting"
+
     def payload(self) -> dict[str, Any]:
         """``report.json``: strict JSON of every number."""
         power = self.power
@@ -206,6 +238,12 @@ class ReportBundle:
             return (f"at most {most} judge(s) per setting have both an accuracy and a Best-of-N score; a correlation "
                     f"needs {MIN_CORRELATION_JUDGES}")
         return None
+
+
+def _failed_text(row: Mapping[str, Any]) -> str:
+    """``t2i/strong: 2 of 320 on 1 prompts`` of one :func:`~analysis.bon_metrics.failure_counts` row."""
+    return (f"{row['task']}/{row['generator']}: {row['failed']} of {row['scores']}"
+            + (f" on {row['prompts_with_failures']} prompts" if row["failed"] else ""))
 
 
 def _labels(items: Iterable[Any] | None) -> str:
@@ -369,8 +407,13 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         power=parts["power"], curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
         study=study, versions=config.get("versions") or {}, stats=stats, predictors=parts["predictors"],
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
-        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed), stored,
+        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
                                (stats.get("identities") or {}).get("verifier")))
+
+
+def prompt_tasks(run: Run) -> dict[str, str]:
+    """prompt id -> task of every prompt of the run (prompts.jsonl), those without picks included."""
+    return {str(p.get("id")): str(p.get("task")) for p in run.prompt_records if isinstance(p, Mapping)}
 
 
 def study_accuracies(study: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from analysis.bon_metrics import task_order
-from analysis.plots import MARKERS, PALETTE, TASK_TITLES, save_figure
+from analysis.plots import MARKERS, PALETTE, TASK_TITLES, place_labels, save_figure
 
 LINESTYLES = ("-", (0, (6, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (10, 3)), (0, (3, 1, 1, 1, 1, 1)),
               (0, (2, 3)), (0, (8, 2, 2, 2, 2, 2)))
@@ -136,8 +136,8 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
     """Best-of-N gain (with its interval) against cost per prompt, a panel per task, a marker per generator.
 
     ``table``: :func:`analysis.leaderboard.all_leaderboards` rows (gain, gain_lo, gain_hi and the cost
-    columns). The grey step line is each generator's cost-gain frontier: no judge to its lower right is
-    worth choosing.
+    columns). The step line is each generator's cost-gain frontier among the judges one may choose (kept by
+    the leakage policy, with information): no judge to its lower right is worth choosing.
     """
     col = pick_cost(table, cost)
     tasks = task_order(table["task"])
@@ -148,6 +148,7 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
     flat = axes.ravel()
     xs_all = pd.to_numeric(table[col], errors="coerce")
     log = bool(xs_all.gt(0).all() and xs_all.max() > 20 * xs_all.min())
+    labels: dict[Any, list[tuple[float, float, str, str]]] = {}
     for ax, task in zip(flat, tasks):
         ax.set_title(TASK_TITLES.get(task, task), fontsize=11, loc="left", fontweight="bold")
         ax.axhline(0, color="0.2", lw=0.8)
@@ -165,11 +166,11 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
             ax.errorbar(spread, y, yerr=np.nan_to_num(err), fmt="none", ecolor=st["color"], alpha=0.5, lw=0.8)
             ax.scatter(spread, y, color=st["color"], marker=st["marker"], edgecolor="0.15", linewidth=0.5, s=34,
                        zorder=3, label=gen)
-            front = _frontier(x, y)
+            front = _frontier(np.where(_choosable(sub), x, np.nan), y)  # never through a left-out judge
             if len(front) > 1:
                 ax.step(x[front], y[front], where="post", color=st["color"], lw=0.9, ls=st["ls"], alpha=0.7)
-            for i, names in point_labels(x, y, sub["judge"], sub.get("left_out")).items():
-                ax.annotate(names, (spread[i], y[i]), xytext=(4, 2), textcoords="offset points", fontsize=6.5, color="0.25")
+            labels.setdefault(ax, []).extend((spread[i], y[i], names, st["color"]) for i, names in
+                                             point_labels(x, y, sub["judge"], sub.get("left_out")).items())
         if log:
             ax.set_xscale("log")
         ax.set_xlabel(COSTS.get(col, col), fontsize=9)
@@ -184,7 +185,19 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
                  + ("\n† left out of the correlation by the leakage policy (shares the verifier's grader)" if flagged else ""),
                  fontsize=12)
     fig.tight_layout(rect=(0, 0.0, 1, 0.96))
+    renderer = fig.canvas.get_renderer()
+    for ax, specs in labels.items():  # once the layout is final: labels dodge each other, the markers and the legend
+        place_labels(ax, specs, renderer)
     return save_figure(fig, Path(path), formats)
+
+
+def _choosable(rows: pd.DataFrame) -> np.ndarray:
+    """The judges a frontier may run through: kept by the leakage policy and with information."""
+    ok = np.ones(len(rows), bool)
+    for column in ("left_out", "no_information"):
+        if column in rows:
+            ok &= rows[column].fillna("").astype(str).eq("").to_numpy()
+    return ok
 
 
 def _dodge(x: np.ndarray, log: bool) -> np.ndarray:

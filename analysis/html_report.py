@@ -23,7 +23,7 @@ import pandas as pd
 from analysis import leakage
 from analysis.bon_metrics import task_order
 from analysis.bundle import CORRELATION_COLUMNS, SCOPES, ReportBundle, compute, finite, fmt_p, inline
-from analysis.leaderboard import is_best
+from analysis.leaderboard import CHEAPEST_SCOPE, LABEL_RULE, is_best
 from analysis.plots import TASK_TITLES
 from analysis.statistics import POINT
 from analysis.tradeoff import flags as tradeoff_flags
@@ -316,7 +316,8 @@ def leaderboard_columns() -> list[Column]:
         ("95% CI", "", lambda r: r.get("diff_lo"),
          lambda r: "" if is_best(r) else ci(r.get("diff_lo"), r.get("diff_hi"), "+.3f")),
         col("p (Holm)", "p_holm", fmt_p, "sign-flip permutation p-value, Holm-adjusted over the judges"),
-        text("verdict", lambda r: r.get("no_information") or ("best" if is_best(r) else ("tied" if r.get("tied_with_best") else "worse"))),
+        text("verdict", lambda r: r.get("no_information") or ("left out: no label" if r.get("left_out") else
+                                  "best" if is_best(r) else "tied" if r.get("tied_with_best") else "worse")),
         col("calls/prompt", "calls_per_prompt", ".1f"), col("$/prompt", "usd_per_prompt", ".4f"),
         col("s/prompt", "seconds_per_prompt", ".4f"), col("gain/call", "gain_per_call", "+.4f"),
         col("gain/$", "gain_per_dollar", "+.1f"),
@@ -345,7 +346,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
 
     # the answer
     parts.append('<h2 id="answer">The answer</h2>')
-    parts.append(_summary(corr))
+    parts.append(_summary(corr, b.r_undefined()))
+    parts.append(f'<p><b>The axes:</b> {esc(b.axes_sentence())}</p>')
     parts.append(figure_html(figs.get("correlation"),
                              "One panel per task, one marker, colour and fit-line pattern per base generator. Above each "
                              "panel: Pearson r and Spearman ρ across judges with 95% bootstrap intervals (judges, prompts "
@@ -389,9 +391,8 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
                              "against its cost per prompt; the step line is the cost-gain frontier per generator.",
                              "gain against cost"))
     parts.append('<p class="muted small">Per setting, judges ranked by BoN score and compared with the best on the same '
-                 "prompts (paired bootstrap interval, sign-flip test, Holm-adjusted). “tied” = not distinguishable from "
-                 "the best at the 5% level. The best is chosen on the same prompts, so its lead is slightly "
-                 "optimistic.</p>")
+                 f"prompts (paired bootstrap interval, sign-flip test, Holm-adjusted). Verdict: {esc(LABEL_RULE)}. The best "
+                 "is chosen on the same prompts, so its lead is slightly optimistic.</p>")
     if lb is not None and not lb.empty:
         for (task, gen, strategy), sub in lb.groupby(["task", "generator", "strategy"], sort=False):
             tied = max(0, int(sub["tied_with_best"].sum()) - 1)  # the best itself is not counted
@@ -504,7 +505,7 @@ def cheapest_html(rows: Sequence[Mapping[str, Any]], max_loss: float) -> str:
     if not rows:
         return ""
     return (f"<p>Cheapest way to run each judge whose Best-of-N loss against the full protocol stays within {max_loss:g} "
-            "(upper end of its 95% interval; only gates called safe):</p>"
+            f"(upper end of its 95% interval; only gates called safe); {esc(CHEAPEST_SCOPE)}:</p>"
             + html_table(rows, [text("judge", "judge"), text("setting", "cheapest_setting"),
                                 col("calls/prompt", "calls_per_prompt", ".2f"), col("full protocol", "full_calls_per_prompt", ".2f"),
                                 col("calls cut", "calls_cut", ".0%"), col("$/prompt", "usd_per_prompt", ".4f"),
@@ -549,10 +550,11 @@ def _cards(b: ReportBundle) -> str:
                                            for v, k in cards) + "</div>"
 
 
-def _summary(corr: pd.DataFrame | None) -> str:
+def _summary(corr: pd.DataFrame | None, undefined: str | None = None) -> str:
+    """The answer in a few lines; ``undefined``: why the pooled r is undefined (:meth:`ReportBundle.r_undefined`)."""
     if corr is None or corr.empty:
         return "<p>No correlations could be computed.</p>"
-    lines = []
+    lines = [f"r is undefined: {undefined}."] if undefined else []
     pooled = corr[corr.scope == "all"]
     if len(pooled):
         r = pooled.iloc[0]

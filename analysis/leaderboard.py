@@ -3,13 +3,16 @@
 For one (task, generator[, strategy]) the judges are ranked by their mean downstream score. Each judge
 is compared with the best one on the same prompts (paired): the difference of means gets a percentile
 bootstrap interval over prompts and a two-sided sign-flip permutation p-value (exact up to 16 differing
-prompts, else 10,000 random flips), Holm-adjusted over the judges compared. ``tied_with_best`` marks
-judges whose difference is not significant at the adjusted 5% level: with the data at hand they cannot
-be told apart from the best.
+prompts, else 10,000 random flips), Holm-adjusted over the judges compared. ``tied_with_best`` (the
+label "not significantly worse") is decided by the interval printed beside it (:data:`LABEL_RULE`): the
+judge's 95% interval of the difference includes 0. One rule a reader can check by eye; the Holm p beside
+it is the multiplicity-aware reading and may disagree where a difference is borderline (the two are
+different procedures: a percentile bootstrap and a sign-flip test). A judge the leakage policy leaves out,
+or one without information, gets no label relative to the best.
 
 Caveat: the best judge is picked on the same prompts it is compared on, which makes the best look
-slightly better than it would on fresh prompts (the winner's curse); Holm handles the multiple
-comparisons, not that selection. Treat "tied" as the safe reading.
+slightly better than it would on fresh prompts (the winner's curse); neither the interval nor Holm
+corrects that selection. Treat "tied" as the safe reading.
 
 Cost per prompt comes from the picks (judge calls used per prompt, made or served from the store) and
 ``stats.json`` (money and judge seconds per paid call), so ``gain_per_call`` and ``gain_per_dollar``
@@ -42,6 +45,9 @@ LEADERBOARD_COLUMNS = [
     "left_out",
 ]
 EXACT_SIGN_FLIP_MAX = 16
+LABEL_RULE = ("label \"not significantly worse\" (tied): the judge's printed 95% interval of the difference to the best "
+              "includes 0 (per judge, not adjusted for the judges compared; p (Holm) is); judges left out by the leakage "
+              "policy or without information get no label")
 
 
 def judge_costs(stats: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
@@ -148,7 +154,8 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
             "bon_score": bon[j], "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j], "gain": gain[j],
             "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
             "diff_vs_best": diff[j], "diff_lo": dlo[j], "diff_hi": dhi[j], "p_vs_best": p[j], "p_holm": p_adj[j],
-            "tied_with_best": bool(j == best or (best is not None and not uninformed[j] and not (p_adj[j] < 0.05))),
+            "tied_with_best": j == best or (best is not None and not uninformed[j] and judge not in excluded
+                                            and includes_zero(dlo[j], dhi[j])),
             "calls_per_prompt": cpp, "usd_per_prompt": usd, "seconds_per_prompt": sec,
             "gain_per_call": gain[j] / cpp if cpp else math.nan,
             "gain_per_dollar": gain[j] / usd if np.isfinite(usd) and usd > 0 else math.nan,
@@ -160,6 +167,11 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
         ["_last", "bon_score", "judge"], ascending=[True, False, True], kind="stable").drop(columns="_last")
     table.insert(3, "rank", np.arange(1, len(table) + 1))
     return table[LEADERBOARD_COLUMNS].reset_index(drop=True)
+
+
+def includes_zero(lo: float, hi: float) -> bool:
+    """Whether a printed interval [lo, hi] includes 0 (the leaderboard's label rule; an unknown bound: no)."""
+    return bool(np.isfinite(lo) and np.isfinite(hi) and lo <= 0.0 <= hi)
 
 
 def _best(bon: np.ndarray, uninformed: list[str | None]) -> int | None:
@@ -221,7 +233,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
         return "no judges"
     t0 = table.iloc[0]
     lines = [f"{t0['task']} / {t0['generator']} ({t0['strategy']}): judges ranked by Best-of-N score; "
-             "difference to the best on the same prompts, 95% bootstrap CI, Holm-adjusted sign-flip p",
+             "difference to the best on the same prompts, 95% bootstrap CI, Holm-adjusted sign-flip p; " + LABEL_RULE,
              f"{'#':>2} {'judge':<22}{'acc %':>7}{'BoN':>7}{'  95% CI':<16}{'gain':>7}{'vs best':>9}{'  95% CI':<18}"
              f"{'p (Holm)':>9}  {'calls/prompt':>12}{'$/prompt':>10}{'gain/call':>10}"]
 
@@ -236,7 +248,7 @@ def format_leaderboard(table: pd.DataFrame) -> str:
         ci = f"[{f(r.bon_lo, '.3f')}, {f(r.bon_hi, '.3f')}]"
         top = is_best(r._asdict())
         dci = f"[{f(r.diff_lo, '+.3f')}, {f(r.diff_hi, '+.3f')}]" if not top else ""
-        mark = "  (not significantly worse)" if r.tied_with_best and not top else ""
+        mark = "  (not significantly worse)" if r.tied_with_best and not top and not r.left_out else ""
         mark = f"  ({r.no_information})" if r.no_information else mark
         mark += f"  [left out: {r.left_out}]" if r.left_out else ""
         lines.append(f"{r.rank:>2} {str(r.judge)[:21]:<22}{f(r.mmrb2_accuracy, '.1f'):>7}{f(r.bon_score, '.3f'):>7}  {ci:<14}"
@@ -246,10 +258,15 @@ def format_leaderboard(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+CHEAPEST_SCOPE = ("pooled over every task and generator of the run (`bon tradeoff` replays each judge on all of them "
+                  "at once), not this setting's alone")
+
+
 def format_cheapest(rows: list[dict[str, Any]], max_loss: float) -> str:
-    """The leaderboard's trade-off lines (``bon tradeoff`` data): per judge, the cheapest setting within ``max_loss``."""
+    """The leaderboard's trade-off lines (``bon tradeoff`` data): per judge, the cheapest setting within ``max_loss``
+    (:data:`CHEAPEST_SCOPE`: the records are pooled, so the header says so under a per-setting leaderboard)."""
     lines = [f"cheapest way to run each judge within a Best-of-N loss of {max_loss:g} (upper end of the 95% interval; "
-             "only gates called safe):",
+             f"only gates called safe); {CHEAPEST_SCOPE}:",
              f"{'judge':<22}{'setting':<30}{'calls/prompt':>13}{'full':>7}{'$/prompt':>10}{'loss':>9}{'gating':>10}"]
     for r in rows:
         money = "-" if r.get("usd_per_prompt") is None else f"{r['usd_per_prompt']:.4f}"

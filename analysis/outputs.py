@@ -13,7 +13,7 @@ from analysis.figures import bon_curves_figure, power_figure, reranker_figure
 from analysis.html_report import render_run, sample_section
 from analysis.plots import correlation_figure
 from analysis.predictors import figure_title
-from analysis.report import FIGURE_NOTE, render_markdown
+from analysis.report import correlation_note, render_markdown
 from analysis.tradeoff import tradeoff_figure
 from bon.runfolder import RunFolder, write_json, write_text
 
@@ -50,8 +50,7 @@ SAMPLES = "samples"  # the job that renders the sample prompts (not a figure)
 def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:
     """(name, draw) of every figure the bundle has data for, in the report's order."""
     left_out = b.excluded_judges
-    note = FIGURE_NOTE.format(b=b.bootstrap, s=b.seed) + (
-        f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
+    note = correlation_note(b.bootstrap, b.seed, left_out)
 
     def correlation() -> list[Path]:
         png = correlation_figure(b.metrics[~b.metrics["judge"].isin(left_out)], folder.figure, intervals=b.correlations,

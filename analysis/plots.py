@@ -106,7 +106,7 @@ def correlation_figure(results: pd.DataFrame, path: Path, *, intervals: pd.DataF
     fig.tight_layout(rect=(0, 0.05 if note else 0.035, 1, 0.95 if subtitle else 0.975), h_pad=2.0, w_pad=2.0)
     renderer = canvas.get_renderer()
     for ax, labels in labels_per_axis:
-        _place_labels(ax, labels, renderer)
+        place_labels(ax, labels, renderer)
 
     written = save_figure(fig, Path(path).with_suffix(".png") if Path(path).suffix != ".png" else Path(path),
                           formats if "png" in formats else ("png", *formats))
@@ -226,7 +226,7 @@ _NEAR = [(5, 2), (5, -2), (-5, 2), (-5, -2)]
 _FAR = [(sx * 6, sy * (2 + 9 * k)) for k in range(1, 7) for sy in (1, -1) for sx in (1, -1)]
 
 
-def _place_labels(ax: Any, labels: list[tuple[float, float, str, str]], renderer: Any) -> None:
+def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], renderer: Any) -> None:
     """Greedy label placement: each judge name takes the nearest offset that overlaps no placed
     label, no marker and stays inside the axes; far placements get a thin leader line."""
     if not labels:

@@ -23,13 +23,20 @@ from analysis.bundle import (CORRELATION_COLUMNS, DASH, SCOPES, ReportBundle, fi
 from analysis.markdown import md_label
 from analysis.bon_metrics import task_order, uninformed_judges
 from analysis.plots import TASK_TITLES
-from analysis.predictors import figure_title, section_markdown
+from analysis.predictors import section_markdown
 from analysis.tradeoff import tradeoff_markdown
 from bon.runfolder import RunFolder
 
 TITLE = "# Does MMRB2 accuracy predict Best-of-N gains?\n"
 FIGURE_NOTE = ("Intervals: 95% bias-corrected bootstrap over judges, prompts and MMRB2 pairs ({b} replicates, seed {s}); "
                "error bars: per-judge 95% intervals.")
+
+
+def correlation_note(bootstrap: Any, seed: Any, left_out: Sequence[str] = ()) -> str:
+    """The line under the correlation figure: what its intervals are, and the judges it does not show (the
+    report's figure and ``bon figure --run``'s)."""
+    return FIGURE_NOTE.format(b=bootstrap, s=seed) + (
+        f" Not shown: {', '.join(left_out)} (share the verifier's grader)." if left_out else "")
 
 
 def empty_report(stats: Mapping[str, Any], reason: str) -> str:
@@ -64,12 +71,15 @@ def _header(b: ReportBundle, out: RunFolder) -> str:
     if problem:
         lines.append(f"> **Not enough data for a conclusion:** {problem}.\n")
     pooled = b.pooled()
-    if pooled:
+    undefined = b.r_undefined()
+    if undefined:
+        lines.append(f"**Answer in one line:** r is undefined: {undefined}.\n")
+    elif pooled:
         lines.append(f"**Answer in one line:** Pearson r = {_signed(pooled['pearson_r'])} "
                      f"(95% CI {_interval(pooled['pearson_lo'], pooled['pearson_hi'])}), Spearman ρ = "
                      f"{_signed(pooled['spearman_rho'])}, over {pooled['n_judges']} judges"
                      + _leakage_clause(b) + "; details and caveats below.\n")
-    lines.append(f"**The axes:** {figure_title(b.study).partition(chr(10))[2]}\n")  # one sentence, as under the figure
+    lines.append(f"**The axes:** {b.axes_sentence()}\n")  # one sentence, as under the figure
     return "\n".join(line for line in lines if line)
 
 

@@ -27,6 +27,7 @@ from analysis.bundle import MIN_CORRELATION_JUDGES
 from analysis.plots import PLOT_COLUMNS, correlation_figure
 from analysis.statistics import accuracy_axis, correlation_intervals, match_judges, settings_from_scores
 from bon.errors import BonError
+from bon.run import read_json
 from bon.runfolder import RunFolder, write_text
 
 SCORE_COLUMNS = ("task", "generator", "judge", "bon_score")
@@ -93,50 +94,65 @@ def scores_figure(scores_csv: Path, accuracies: str | Path = "published", out: P
     note = (f"Accuracies: {axis.label}. Intervals: 95% bias-corrected bootstrap over judges and MMRB2 pairs; "
             f"BoN noise: {y_noise}; "
             f"{bootstrap} replicates, seed {seed}.")
-    extra = [c for c in ("acc_lo", "acc_hi", "bon_lo", "bon_hi") if c in results.columns]
     folder = RunFolder(Path(out) if out else scores_csv.with_name(scores_csv.stem + "_figure"))
-    png = correlation_figure(results[[*PLOT_COLUMNS, *extra]], folder.figure,
-                             intervals=correlations, formats=("png", "svg"), note=note,
-                             x_label="MMRB2 accuracy of the judge (%, published)" if accuracies == "published" else None)
-    corr_path = folder.correlations
-    write_text(corr_path, correlations.to_csv(index=False, float_format="%.6g"))
-    return {"png": png, "svg": png.with_suffix(".svg"), "correlations": corr_path, "matched": matched,
-            "left_out": left_out, "table": correlations}
+    result = draw(results, correlations, folder, note,
+                  x_label="MMRB2 accuracy of the judge (%, published)" if accuracies == "published" else None)
+    return {**result, "matched": matched, "left_out": left_out}
 
 
-def runs_figure(runs: list[Path], out: Path | None = None, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+def draw(results: pd.DataFrame, correlations: pd.DataFrame, folder: RunFolder, note: str, title: str | None = None,
+         x_label: str | None = None) -> dict[str, Any]:
+    """The figure (``figures/correlation.png`` and ``.svg``) and ``correlations.csv`` in ``folder``."""
+    extra = [c for c in ("acc_lo", "acc_hi", "bon_lo", "bon_hi") if c in results.columns]
+    png = correlation_figure(results[[*PLOT_COLUMNS, *extra]], folder.figure, intervals=correlations,
+                             formats=("png", "svg"), note=note, title=title, x_label=x_label)
+    write_text(folder.correlations, correlations.to_csv(index=False, float_format="%.6g"))
+    return {"png": png, "svg": png.with_suffix(".svg"), "correlations": folder.correlations, "table": correlations}
+
+
+def runs_figure(runs: list[Path], out: Path | None = None) -> dict[str, Any]:
     """``bon figure --run A --run B ...``: the paper's figure (a panel per task) and its table from finished
-    runs, typically the four one-task paper studies. Each run brings its Best-of-N scores (``results.csv``)
-    and its judge axis (``accuracies.csv``, the axis its config names); the judges its leakage policy leaves
-    out are left out here too. Writes ``scores.csv`` and ``accuracies.csv`` (the runs stacked), the figure,
-    ``correlations.csv`` and ``table.md`` under ``out`` (default: ``paper_figure`` beside the first run)."""
+    runs, typically the four one-task paper studies. Each run brings what its own report computed (``bon run``
+    or ``bon report`` wrote it): the judges' points and error bars (``metrics.csv``), the correlations with
+    their intervals (``correlations.csv``: the report's bootstrap over judges, prompts and MMRB2 pairs, with
+    its seed, so the figure and the report never disagree) and the axis subtitle (``report.json``'s study).
+    The judges its leakage policy leaves out are left out here too. Writes ``scores.csv`` and
+    ``accuracies.csv`` (the runs stacked), the figure, ``correlations.csv`` (the runs' setting rows) and
+    ``table.md`` under ``out`` (default: ``paper_figure`` beside the first run)."""
     from analysis import leakage
+    from analysis.predictors import figure_title
+    from analysis.report import correlation_note
     from bon.tasks import TASK_NAMES
 
     if not runs:
         raise BonError("--run: give the finished runs to combine (the four paper studies: t2i, edit, interleaved, reasoning)")
-    scores, accuracies, left_out = [], [], {}
+    points, accuracies, correlations, reports, left_out = [], [], [], [], {}
     for run in map(Path, runs):
         folder = RunFolder(run, existing=True)
-        for needed in (folder.results, folder.accuracies):
+        for needed in (folder.metrics, folder.accuracies, folder.correlations, folder.report_json):
             if not needed.exists():
                 raise BonError(f"{needed}: missing; is {run} a finished study? (`bon run` or `bon report` writes it)")
-        table = pd.read_csv(folder.results)
+        table = pd.read_csv(folder.metrics)
         excluded = leakage.run_exclusions(run, list(dict.fromkeys(table["judge"])))
         left_out.update({f"{j} ({run.name})": why for j, why in excluded.items()})
-        scores.append(table[~table["judge"].isin(list(excluded))])
+        points.append(table[~table["judge"].isin(list(excluded))])
         accuracies.append(pd.read_csv(folder.accuracies)[["judge", "task", "accuracy", "n_pairs"]])
+        corr = pd.read_csv(folder.correlations)
+        correlations.append(corr[corr["scope"] == "setting"])
+        report = read_json(folder.report_json, "report ")
+        reports.append(report if isinstance(report, dict) else {})
     folder = RunFolder(Path(out) if out else Path(runs[0]).resolve().parent / "paper_figure")
-    stacked = pd.concat(scores, ignore_index=True)
-    axis = pd.concat(accuracies, ignore_index=True).drop_duplicates(["judge", "task"])
-    scores_csv, acc_csv = folder.root / "scores.csv", folder.root / "accuracies.csv"
-    write_text(scores_csv, stacked.to_csv(index=False, float_format="%.6g"))
-    write_text(acc_csv, axis.to_csv(index=False, float_format="%.6g"))
-    result = scores_figure(scores_csv, acc_csv, folder.root, bootstrap=bootstrap, seed=seed)
-    table = result["table"]
+    stacked = pd.concat(points, ignore_index=True)
+    write_text(folder.root / "scores.csv", stacked.to_csv(index=False, float_format="%.6g"))
+    write_text(folder.root / "accuracies.csv", pd.concat(accuracies, ignore_index=True).drop_duplicates(
+        ["judge", "task"]).to_csv(index=False, float_format="%.6g"))
+    titles = {figure_title(r.get("study") or {}) for r in reports}
+    note = correlation_note(_one_or_all(r.get("bootstrap") for r in reports), _one_or_all(r.get("seed") for r in reports),
+                            list(dict.fromkeys(j.partition(" (")[0] for j in left_out)))
+    table = pd.concat(correlations, ignore_index=True)
+    result = draw(stacked, table, folder, note, title=titles.pop() if len(titles) == 1 else None)
     order = {t: i for i, t in enumerate(TASK_NAMES)}
-    rows = table[table["scope"] == "setting"] if "scope" in table else table
-    rows = rows.assign(_o=[order.get(t, 9) for t in rows["task"]]).sort_values(["_o", "generator"])
+    rows = table.assign(_o=[order.get(t, 9) for t in table["task"]]).sort_values(["_o", "generator"])
     lines = ["| task | generator | judges | Pearson r [95% CI] | Spearman ρ |", "|---|---|---:|---|---:|"]
     for r in rows.itertuples():
         lines.append(f"| {r.task} | {r.generator} | {r.n_judges} | {_signed(r.pearson_r)} [{_signed(r.pearson_lo)}, "
@@ -146,7 +162,14 @@ def runs_figure(runs: list[Path], out: Path | None = None, bootstrap: int = 1000
     result["markdown"] = folder.root / "table.md"
     write_text(result["markdown"], "\n".join(lines) + "\n")
     result["tasks"] = sorted(set(stacked["task"]), key=lambda t: order.get(t, 9))
+    result["left_out"] = [f"{r.judge} ({r.task})" for r in stacked.itertuples()  # no accuracy for them
+                          if not np.isfinite(pd.to_numeric(r.mmrb2_accuracy, errors="coerce"))]
     return result
+
+
+def _one_or_all(values: Any) -> str:
+    """``0`` when every run used the same value, else ``0, 3`` (the runs' values, in order)."""
+    return ", ".join(dict.fromkeys(str(v) for v in values))
 
 
 def _signed(value: Any) -> str:

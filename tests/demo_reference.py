@@ -25,6 +25,13 @@ stayed identical:
 - tradeoff.json: ``left_out``, and per record ``decided_by``, ``costs_more``, ``gating_reason``,
   ``calls_pending`` (issues 28, 30); ``calls_made``/``calls_cached`` of 11 records, because every judge now
   replays against the store as it was before the command (so the records do not depend on the order).
+
+Edited in place for issue 36 (the two intended changes applied to the recorded files, nothing else touched):
+- leaderboard.csv and report.json's leaderboards: ``tied_with_best`` is decided by the printed 95% interval of
+  the difference to the best (it includes 0), and a judge the leakage policy leaves out gets no label; 21 rows
+  went from True to False (the verifier's twins, and judges whose interval excludes 0);
+- report.json's ``scoring.failed``: each row names its task (no ``?``) and says whether it counts the Best-of-N
+  prompts (``best_of_n``) or the others (the preference set's); the counts are the same.
 """
 
 from __future__ import annotations

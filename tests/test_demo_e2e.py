@@ -412,3 +412,82 @@ def test_report_lists_the_leakage_guards_and_the_headroom(demo_run):
     other = [r for r in rec["correlations_other"] if r["scope"] == "all"][0]
     assert other["n_judges"] == pooled["n_judges"] + 2
     assert {r["task"] for r in rec["headroom"]} == {"t2i", "edit", "interleaved", "reasoning"}
+
+
+# --- issue 36: one statistics story ----------------------------------------------------------------
+
+
+def test_leaderboard_labels_agree_with_their_printed_intervals(demo_run):
+    """No judge is "not significantly worse" than the best while its printed interval of the difference excludes
+    0, and a judge the leakage policy leaves out gets no label relative to the best (leaderboard.csv, the console
+    table of `bon leaderboard` and report.html's verdicts, over every row of every setting)."""
+    import re
+
+    from analysis.leaderboard import format_leaderboard, is_best
+
+    table = pd.read_csv(demo_run / "leaderboard.csv", dtype={"left_out": str, "no_information": str})
+    table[["left_out", "no_information"]] = table[["left_out", "no_information"]].fillna("")
+    assert (table["left_out"] != "").any() and len(table) == 72
+    for r in table.to_dict("records"):
+        if r["tied_with_best"] and not is_best(r):
+            assert r["diff_lo"] <= 0 <= r["diff_hi"] and not r["left_out"], r
+        if r["left_out"]:
+            assert not r["tied_with_best"], r
+    labelled = 0
+    for _, sub in table.groupby(["task", "generator", "strategy"], sort=False):
+        text = format_leaderboard(sub)
+        assert "includes 0" in text.splitlines()[0]  # the header says what decides the label
+        for line in text.splitlines()[2:]:
+            if "not significantly worse" in line:
+                labelled += 1
+                lo, hi = map(float, re.search(r"\[([-+]\d\.\d+), ([-+]\d\.\d+)\]\s+\S+\s+\S+\s+\S+\s+\S+\s+\(not", line).groups())
+                assert lo <= 0 <= hi and "left out" not in line, line
+    assert labelled > 0  # the rule is exercised, not vacuous
+    html = (demo_run / "report.html").read_text()
+    assert "left out: no label" in html and "includes 0" in html
+
+
+def test_figure_of_a_run_gives_the_reports_intervals(demo_run, tmp_path):
+    """`bon figure --run` shows the report's correlation intervals for the same run and seed (they resample
+    judges, prompts and pairs), with the report's footer and the synthetic world's subtitle."""
+    assert main(["figure", "--run", str(demo_run), "--out", str(tmp_path)]) == 0
+    report = pd.read_csv(demo_run / "correlations.csv")
+    report = report[report["scope"] == "setting"].set_index(["task", "generator"])
+    figure = pd.read_csv(tmp_path / "correlations.csv")
+    figure = figure[figure["scope"] == "setting"].set_index(["task", "generator"])
+    assert len(figure) == len(report) == 8
+    for column in ("pearson_r", "pearson_lo", "pearson_hi", "spearman_lo", "spearman_hi"):
+        pd.testing.assert_series_equal(figure.loc[report.index, column], report[column], rtol=1e-5)
+    svg = (tmp_path / "figures" / "correlation.svg").read_text()
+    assert "BoN noise: none" not in svg and "not numbers about real models" in svg
+    seed = json.loads((demo_run / "report.json").read_text())["seed"]
+    assert f"bootstrap over judges, prompts and MMRB2 pairs (1000 replicates, seed {seed})" in svg
+
+
+def test_report_names_every_task_and_says_what_the_axes_are(demo_run):
+    """The failed-scores line names a task for every count (no "?"), and report.html has the axes sentence
+    report.md has, both from one source."""
+    report, html = (demo_run / "report.md").read_text(), (demo_run / "report.html").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("- **Failed verifier scores:**"))
+    assert "?/" not in line and "t2i/strong: 0 of 12" in line and "prompts outside Best-of-N" in line
+    axes = next(x for x in report.splitlines() if x.startswith("**The axes:**")).removeprefix("**The axes:** ")
+    assert "not numbers about real models" in axes
+    import html as html_lib
+
+    assert f"<b>The axes:</b> {html_lib.escape(axes)}" in html
+
+
+def test_an_undefined_r_says_why(demo_run, tmp_path):
+    """Where every Best-of-N score is 0 (as in the tiny reasoning config), r is undefined: the headline of
+    report.md and report.html says so and why, instead of "r = –"."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run, ignore=shutil.ignore_patterns("*.lock"))
+    lines = [json.loads(x) for x in (run / "scores.jsonl").read_text().splitlines()]
+    (run / "scores.jsonl").write_text("".join(json.dumps({**x, "score": 0.0}) + "\n" for x in lines))
+    assert main(["report", "--run", str(run), "--no-power"]) == 0
+    report, html = (run / "report.md").read_text(), (run / "report.html").read_text()
+    why = "r is undefined: within every setting all judges have the same Best-of-N score (every Best-of-N score is 0"
+    assert f"**Answer in one line:** {why}" in report and "r = –" not in report
+    assert why in html

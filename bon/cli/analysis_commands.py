@@ -207,7 +207,7 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
                 json_out: Optional[Path]) -> None:
     """Which reranker to use: judges by Best-of-N gain, paired bootstrap against the best, gain per call and dollar;
     with `bon tradeoff` data, the cheapest way to run each judge within a Best-of-N loss."""
-    from analysis.leaderboard import format_cheapest, format_leaderboard, run_leaderboard
+    from analysis.leaderboard import CHEAPEST_SCOPE, format_cheapest, format_leaderboard, run_leaderboard
     from analysis.tradeoff import leaderboard_rows
 
     check_output_file(json_out)
@@ -217,7 +217,8 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
     if cheapest:
         out.print(format_cheapest(cheapest, max_loss), highlight=False)
     write_numbers(json_out, {"task": task, "generator": generator, "strategy": strategy, "leaderboard": table,
-                             "cheapest_within": {"max_loss": max_loss, "judges": cheapest} if cheapest else None})
+                             "cheapest_within": {"max_loss": max_loss, "scope": CHEAPEST_SCOPE, "judges": cheapest}
+                             if cheapest else None})
 
 
 @app.command("tradeoff")
