@@ -2072,7 +2072,7 @@ def _s_drop_field(w: ScoreWorld, rng: Random) -> None:
                 "gedit": ["key", "task_type", "instruction", "instruction_language", "edited_image"],
                 "vqascore": ["prompt", "image"]}[w.verifier]
     name = rng.choice(required)
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or w.verifier == "emma":  # EMMA reads any scalar as text (a number is a fine question)
         item.pop(name, None)
     else:
         item[name] = rng.choice([None, 3.5, {"x": 1}, True] + ([] if name in ("Query", "Golden", "output") else [[1, 2]]))
