@@ -82,6 +82,8 @@ class StudyConfig:
     retry_missing: bool = False  # ask again the missing (unparseable) answers of judges that sample (--retry-missing)
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
     source: str = field(default="config", repr=False, compare=False)  # where it came from, for error lines
+    # whether the config file names its verifier: `bon run` refuses one that does not (no silent default)
+    verifier_written: bool = field(default=True, repr=False, compare=False)
     shard: str | None = None  # "I/K": this folder runs the I-th of K deterministic prompt shards (bon merge joins them)
     executor: dict[str, Any] = field(default_factory=lambda: {"name": "local", "options": {}})  # where stage work runs
     devices: dict[str, Any] = field(default_factory=dict)  # e.g. {memory_gb: 80, count: 1}, for the plan's fit check
@@ -100,7 +102,7 @@ class StudyConfig:
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
-        del d["source"]
+        del d["source"], d["verifier_written"]
         for entry in [*d["generators"], *d["judges"], d["verifier"], d["strategy"]]:
             for key in ("serve", "seconds_per_item"):
                 if entry.get(key) is None:  # recorded only where set: older run folders' configs still match
@@ -182,7 +184,7 @@ def _check_yaml(root: yaml.Node, path: Path) -> None:
 
 
 def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
-    known = set(StudyConfig.__dataclass_fields__) - {"source"}
+    known = set(StudyConfig.__dataclass_fields__) - {"source", "verifier_written"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise BonError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -204,6 +206,7 @@ def parse_config(raw: dict[str, Any], where: str) -> StudyConfig:
     cfg.judges = _specs(raw.get("judges"), "judge", where, "judges")
     if "verifier" in raw:
         cfg.verifier = _spec(raw["verifier"], "verifier", f"{where}: verifier")
+    cfg.verifier_written = "verifier" in raw
     if "strategy" in raw:
         cfg.strategy = _spec(raw["strategy"], "strategy", f"{where}: strategy")
     pref = raw.get("preference") or {}

@@ -47,6 +47,7 @@ class DiffusersGenerator(Generator):
     """Base of the diffusers adapters; subclasses say what the pipeline is for and what it is given."""
 
     adapter = "diffusers"
+    requires = ("torch", "diffusers", "transformers", "accelerate")  # optional packages (bon.preflight)
     extra_options: tuple[str, ...] = ()  # option names only the subclass accepts (e.g. strength)
 
     def __init__(

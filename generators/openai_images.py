@@ -43,6 +43,7 @@ MODES = ("auto", "generate", "edit")
 
 class OpenAIImages(Generator):
     adapter = "openai-images"
+    requires = ("openai",)
 
     def __init__(self, model: str | None = None, name: str | None = None, base_url: str = "https://api.openai.com/v1",
                  api_key_env: str | None = "OPENAI_API_KEY", mode: str = "auto", size: str | None = None,

@@ -41,6 +41,11 @@ ANSWER_IS = re.compile(r"(?i)\bthe\s+(?:final\s+)?answer\s+is\s*[:：]?\s*([^\n]
 class VlmAnswers(Generator):
     adapter = "vlm-answers"
 
+    @staticmethod
+    def required_modules(options: dict[str, Any]) -> tuple[str, ...]:
+        """Optional packages (bon.preflight): the back-end's."""
+        return ("openai",) if options.get("backend") == "openai" else ("torch", "transformers")
+
     def __init__(self, model: Any = None, name: str | None = None, backend: str = "transformers",
                  temperature: float = 0.7, top_p: float | None = None, max_new_tokens: int = 512,
                  system: str | None = None, instruction: str | None = None, answer_pattern: str | None = None,

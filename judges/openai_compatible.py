@@ -61,6 +61,7 @@ from judges.prompts import RubricJudge
 
 class OpenAICompatibleJudge(RubricJudge):
     plugin = "openai-compatible"
+    requires = ("openai",)  # optional packages (bon.preflight)
 
     def __init__(
         self,

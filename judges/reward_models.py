@@ -56,6 +56,7 @@ class _ImageScorer(PointwiseJudge):
     """Shared flow: per response, its images; one batched call for all images; mean per response."""
 
     plugin = "reward"
+    requires = ("torch", "transformers")  # optional packages (bon.preflight)
     version = 1
 
     def __init__(self, name: str | None, model: str | None, batch_size: int, max_image_pixels: int | None,

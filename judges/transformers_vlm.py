@@ -53,6 +53,7 @@ Part = tuple[str, Any]  # ("text", str) or ("image", PIL image)
 
 class TransformersVlmJudge(RubricJudge):
     plugin = "transformers-vlm"
+    requires = ("torch", "transformers")  # optional packages (bon.preflight)
 
     def __init__(
         self,

@@ -806,7 +806,7 @@ def config_world(rng: Random) -> ConfigWorld:
     raw: dict[str, Any] = {"out": f"runs/{rng.choice(ODD_NAMES)}", **json.loads(json.dumps(TINY_STUDY))}
     raw["judges"] = [rng.choice([j, {"name": j}, {"name": j, "label": f"{j}-{rng.choice(['x', 'ü', '评'])}"}])
                      for j in rng.sample(JUDGE_LABELS + ["image-bias", "text-overlap"], rng.randint(1, 4))]
-    for key in ("seed", "preference", "verifier", "strategy"):
+    for key in ("seed", "preference", "strategy"):  # a config must name its verifier (no silent default)
         if rng.random() < 0.2:
             raw.pop(key)
     return ConfigWorld(raw)
@@ -818,7 +818,7 @@ def _c_drop(w: ConfigWorld, rng: Random) -> None:
         return  # dropping what an earlier mutation made bad would make it good again
     w.touched.add(key)
     del w.raw[key]
-    if key in ("out", "generators", "judges"):
+    if key in ("out", "generators", "judges", "verifier"):
         w.bad.append(key)
     elif key in w.bad:  # a bad value dropped: the default is good again
         w.bad.remove(key)
@@ -892,7 +892,7 @@ def _c_suite_or_preference(w: ConfigWorld, rng: Random) -> None:
 
 def _c_huge_or_negative(w: ConfigWorld, rng: Random) -> None:
     key, value, bad = rng.choice([
-        ("n", 10 ** 30, None), ("n", -3, True), ("n", 0, True), ("n", 1, None), ("n", 2 ** 63, None), ("seed", -1, None),
+        ("n", 10 ** 30, None), ("n", -3, True), ("n", 0, True), ("n", 1, True), ("n", 2 ** 63, None), ("seed", -1, None),
         ("seed", 2 ** 70, None), ("seed", -(2 ** 70), None), ("max_calls", 10 ** 40, False), ("max_calls", 0, False),
         ("samples", 10 ** 6, None), ("devices", {"memory_gb": 1e308}, False), ("devices", {"memory_gb": float("inf")}, None),
         ("devices", {"memory_gb": float("nan")}, True), ("n", 4, False), ("seed", 12345, False),

@@ -10,6 +10,9 @@ benchmarks/official_harness/gedit_official.py).
 Each case: the item's own fields, the source image size, and per question (``sc``, ``pq``) the replies to
 the 1st, 2nd, ... time it is asked (the last one answers any later attempt; None: the call failed).
 A reply with no JSON on a re-ask is the official random guess: the harness fixes it at GUESS.
+
+:func:`restart_items` are replies that read but give no usable score (the official ``evaluate`` raises and
+``process_single_item`` starts a new evaluation, its tries afresh), and keys that appear in both languages.
 """
 
 from __future__ import annotations
@@ -67,3 +70,40 @@ def example_items() -> list[dict]:
     scores = [("a1", "color_alter", 2), ("a2", "color_alter", 2), ("a3", "color_alter", 2), ("b1", "text_change", 8)]
     return [{"key": k, "task_type": cat, "instruction": "Make it blue.", "instruction_language": "en", "Intersection_exist": True,
              "size": [20 + n, 16], "replies": {"sc": [sc(v, v)], "pq": [sc(v, 10)]}} for n, (k, cat, v) in enumerate(scores)]
+
+
+RESTART_CATEGORIES = ("subject-add", "style_change")
+# (key, language, category, Intersection_exist, replies); the official flow of each is in its comment
+RESTARTS: list[tuple[str, str, str, bool, dict]] = [
+    # a key-repaired JSON without score: new evaluation; its first try reads "six." as nothing, no guess
+    ("repaired-no-score", "en", "subject-add", True, {"sc": ["{reasoning: the sign is missing}", "I would say six.", sc(6, 9)],
+                                                      "pq": [sc(8, 8)]}),
+    ("score-string", "cn", "subject-add", True, {"sc": [sc(8, 8)], "pq": ['{"score": "7"}', "7/10", sc(7, 9)]}),
+    ("empty-list", "en", "style_change", True, {"sc": ['{"score": [], "reasoning": "none"}', sc(5, 7)], "pq": [sc(6, 9)]}),
+    ("negative", "cn", "style_change", True, {"sc": [sc(-1, 5), sc(5, 5)], "pq": [sc(8, 8)]}),
+    ("null-json", "en", "subject-add", False, {"sc": ["||V^=^V||null||V^=^V||", sc(9, 7)], "pq": [sc(6, 6)]}),
+    # a JSON false is the reader's "not read": asked again in the same evaluation, so a guess
+    ("false-json", "cn", "subject-add", False, {"sc": ["||V^=^V||false||V^=^V||", "no score", sc(3, 3)], "pq": [sc(7, 7)]}),
+    ("twice-restarted", "en", "style_change", True, {"sc": ['{"score": "high"}', "{reasoning: still none}", "eight", sc(8, 7)],
+                                                     "pq": [sc(9, 9)]}),
+    ("restart-then-guess", "cn", "style_change", False, {"sc": ['{"score": "7"}', "no", "still no"], "pq": [sc(5, 6)]}),
+    # SC unreadable keeps the evaluation asking: PQ's unusable first reply is replaced, no new evaluation
+    ("unusable-while-unread", "en", "subject-add", True, {"sc": ["no json", sc(6, 6)], "pq": ['{"score": []}', sc(9, 9)]}),
+    ("rate-limit-text", "cn", "subject-add", True, {"sc": ["rate_limit_exceeded", sc(7, 7)], "pq": [sc(7, 8)]}),
+    ("unicode-digits", "cn", "style_change", True, {"sc": ["[\u0663, 4]", sc(4, 6)], "pq": [sc(7, 7)]}),
+    # never a usable score: every evaluation up to process_single_item's limit, then the item is left out
+    ("never-usable", "en", "style_change", True, {"sc": ['{"score": "7"}'], "pq": [sc(8, 8)]}),
+    # one key, both languages, different replies
+    ("shared-key", "en", "subject-add", True, {"sc": [sc(9, 8)], "pq": [sc(7, 7)]}),
+    ("shared-key", "cn", "subject-add", True, {"sc": ["{reasoning: unclear}", sc(3, 4)], "pq": [sc(6, 5)]}),
+    ("shared-key-2", "en", "style_change", True, {"sc": [sc(6, 6)], "pq": [sc(6, 6)]}),
+    ("shared-key-2", "cn", "style_change", True, {"sc": [sc(2, 2)], "pq": [sc(9, 9)]}),
+]
+
+
+def restart_items() -> list[dict]:
+    """The re-ask-after-a-raise cases and the keys in both languages (each language covers both categories,
+    with and without Intersection_exist)."""
+    return [{"key": key, "task_type": cat, "instruction": f"Add a red hat ({lang})", "instruction_language": lang,
+             "Intersection_exist": inter, "size": [24 + n, 18 + n % 5], "replies": replies}
+            for n, (key, lang, cat, inter, replies) in enumerate(RESTARTS)]

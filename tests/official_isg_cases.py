@@ -134,3 +134,34 @@ def cases() -> list[dict]:
                   category="Art Style Transfer"))
     c.append(case("no-group", ANSWER, {**ALL_YES, "holistic": overall(3)}, category="Not A Category"))
     return c
+
+
+def fresh_cases() -> list[dict]:
+    """A second hand-made set, written after the first had passed: other groups, two text parts, and the
+    value shapes the first set does not try (Judge null/true/0/a JSON string, a lower-case or spaced yes,
+    holistic 0, out of range, an empty object)."""
+    c = []
+    two_texts = [text("First the water."), img("a/one.png"), text("Then the towel."), img("a/two.png")]
+    golden4 = [text("Rinse."), img("g/rinse1.png"), text("Dry."), img("g/rinse2.png")]
+    cid = "fresh-two-texts"
+    c.append(case(cid, two_texts, {"block/0": judge(7), "block/1": judge(4), "image/0": YES, "image/1": NO, "holistic": overall(6)},
+                  Golden=golden4, category="visual storytelling text-image",
+                  predict=predict(cid, [block_q(cid, 0, "<gen_text2>", "<gen_img2>"), block_q(cid, 1, "<gen_text1>", "<gen_text2>")],
+                                  [image_q(cid, 0, "<gen_img1>", 0), image_q(cid, 1, "<gen_img2>", 1)])))
+    c.append(case("fresh-judge-null", ANSWER, {**ALL_YES, "block/0": judge(None), "block/1": judge(8)}, category="3D_object"))
+    c.append(case("fresh-judge-true", ANSWER, {**ALL_YES, "block/0": judge(True), "block/1": judge(9)}, category="3D_object"))
+    c.append(case("fresh-judge-zero", ANSWER, {**ALL_YES, "block/0": judge(0), "block/1": judge(0)},
+                  category="Realistic Object Detection"))
+    c.append(case("fresh-judge-string-json", ANSWER, {**ALL_YES, "block/0": json.dumps("Judge: 9"), "block/1": judge(6)},
+                  category="Realistic Object Detection"))
+    c.append(case("fresh-judge-list", ANSWER, {**ALL_YES, "block/0": json.dumps([9]), "block/1": json.dumps({"judge": 9})},
+                  category="Imaginary Object Detection"))
+    c.append(case("fresh-yes-lower", ANSWER, {**ALL_YES, "image/0": judge("yes"), "image/2": judge("Yes ")},
+                  category="Animation Images"))
+    c.append(case("fresh-holistic-zero", ANSWER, {**ALL_YES, "holistic": overall(0)}, category="Animation Images"))
+    c.append(case("fresh-holistic-eleven", ANSWER, {**ALL_YES, "holistic": overall(11)}, category="Attribute Transfer"))
+    c.append(case("fresh-holistic-empty", ANSWER, {**ALL_YES, "holistic": "{}"}, category="Photo Variation"))
+    c.append(case("fresh-holistic-zero-json", ANSWER, {**ALL_YES, "holistic": "0"}, category="Photo Variation"))
+    c.append(case("fresh-wrong-structure-text-first", [text("A caption."), img("a/one.png")], {"holistic": overall(5)},
+                  Golden=[img("g/water.png"), text("A watercolour of the photo.")], category="Portrait Variation"))
+    return c

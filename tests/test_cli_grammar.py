@@ -306,7 +306,7 @@ def test_config_errors_write_nothing_and_the_fixed_config_runs(tmp_path, capsys)
 
     out = tmp_path / "study"
     good = {"out": str(out), "seed": 1, "n": 2, "tasks": ["t2i"], "suite": {"name": "synthetic", "per_task": 1},
-            "preference": {"prompts_per_task": 1}, "generators": [{"name": "synthetic", "label": "g"}],
+            "preference": {"prompts_per_task": 1}, "verifier": "synthetic", "generators": [{"name": "synthetic", "label": "g"}],
             "judges": ["random", "scene-full", "colour-hist"]}
     bad_suite = {**good, "suite": {"name": "synthetic", "per_tsk": 1}}
     bad_strategy = {**good, "strategy": {"name": "knockout", "options": {"seeding": "sideways"}}}

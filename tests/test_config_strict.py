@@ -19,6 +19,7 @@ TINY = {
     "preference": {"prompts_per_task": 2, "pairs_per_prompt": 2},
     "generators": [{"name": "synthetic", "label": "strong", "options": {"skill": "strong"}},
                    {"name": "synthetic", "label": "weak", "options": {"skill": "weak"}}],
+    "verifier": {"name": "synthetic"},
     "judges": ["scene-full", "colour-hist", "random"],
 }
 

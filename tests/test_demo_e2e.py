@@ -491,3 +491,19 @@ def test_an_undefined_r_says_why(demo_run, tmp_path):
     why = "r is undefined: within every setting all judges have the same Best-of-N score (every Best-of-N score is 0"
     assert f"**Answer in one line:** {why}" in report and "r = –" not in report
     assert why in html
+
+
+def test_the_readmes_commands_on_a_finished_study(demo_run, tmp_path):
+    """The README's `demo` bash blocks (commands on a finished study) run as printed, on a copy of this
+    small demo named bon-demo (tests/test_readme_blocks.py runs the other blocks)."""
+    import shutil
+
+    from readme_blocks import readme_blocks, run_block
+
+    blocks = [b for b in readme_blocks() if b.mark == "demo" and b.lang == "bash"]
+    assert blocks and any("bon compare" in b.code for b in blocks)
+    shutil.copytree(demo_run, tmp_path / "bon-demo", ignore=shutil.ignore_patterns("*.lock"))
+    for block in blocks:
+        run_block(block, tmp_path, timeout=600)
+    assert (tmp_path / "comparison").is_dir() and (tmp_path / "curve.json").is_file()
+    assert (tmp_path / "with-twins" / "report.md").is_file() and (tmp_path / "bon-demo" / "view.html").is_file()

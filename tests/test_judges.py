@@ -323,3 +323,19 @@ def test_identity_names_seed_and_options(name: str):
 )
 def test_identity_changes_with_options(name: str, options: dict):
     assert registry.create("judge", name, **options).identity() != registry.create("judge", name).identity()
+
+
+def test_quality_grey_levels_are_the_same_bits_on_every_machine():
+    """The quality judge's grey image is the exactly rounded weighted sum (a float32 matrix product's rounding
+    depends on the CPU's kernels and flipped the demo's verdicts between machines)."""
+    from fractions import Fraction
+
+    from judges.synthetic.quality import LUMA, luma
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)
+    got = luma(rgb)
+    weights = [Fraction(float(w)) for w in LUMA]
+    for y, x in zip(*rng.integers(0, 64, size=(2, 500))):
+        exact = sum(int(v) * w for v, w in zip(rgb[y, x], weights))
+        assert got[y, x] == np.float32(float(exact)), (y, x)

@@ -5,7 +5,9 @@ on hand-made items answered through ``grader=replay:`` (no model).
 Expected values: tests/official_gedit_expected.json, written by running the official code of
 stepfun-ai/Step1X-Edit at commit 570eba6ebda0c45c013983a483afbf2fd12bfcbc (GEdit-Bench's
 ``test_gedit_score.py`` with its VIEScore, and ``calculate_statistics.py``) on the same items with the same
-canned replies (benchmarks/official_harness/gedit_official.py). The cases: tests/official_gedit_cases.py.
+canned replies (benchmarks/official_harness/gedit_official.py; rerun on the snapshot of that commit, the
+restart set added: replies that read but give no usable score, and keys in both languages). The cases:
+tests/official_gedit_cases.py.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from PIL import Image
 
 from bon.errors import BonError
-from official_gedit_cases import GUESS, example_items, items
+from official_gedit_cases import GUESS, example_items, items, restart_items
 from verifiers import _gedit_official
 from verifiers.gedit import GEditVerifier
 from grader_stubs import DownGrader, score_items
@@ -33,11 +35,11 @@ def write_case_files(root: Path, cases: list[dict]) -> tuple[list[dict], Path]:
     rows, lines = [], []
     for c in cases:
         w, h = c["size"]
-        Image.new("RGB", (w, h), (200, 40, 40)).save(root / f"{c['key']}_src.png")
-        Image.new("RGB", (w + 13, h + 5), (40, 200, 40)).save(root / f"{c['key']}.png")
-        rows.append({k: v for k, v in c.items() if k not in ("size", "replies")}
-                    | {"source_image": f"{c['key']}_src.png", "edited_image": f"{c['key']}.png"})
         item = f"{c['key']}_{c['instruction_language']}"
+        Image.new("RGB", (w, h), (200, 40, 40)).save(root / f"{item}_src.png")
+        Image.new("RGB", (w + 13, h + 5), (40, 200, 40)).save(root / f"{item}.png")
+        rows.append({k: v for k, v in c.items() if k not in ("size", "replies")}
+                    | {"source_image": f"{item}_src.png", "edited_image": f"{item}.png"})
         for q, replies in c["replies"].items():
             for n, reply in enumerate(replies, 1):
                 lines.append({"item": item, "question": q, "reply": reply, **({"attempt": n} if n < len(replies) else {})})
@@ -64,6 +66,7 @@ def official_run(tmp_path):
 def test_expected_values_name_the_official_code():
     assert EXPECTED["repository"] == "stepfun-ai/Step1X-Edit" and EXPECTED["commit"] == "570eba6ebda0c45c013983a483afbf2fd12bfcbc"
     assert len(EXPECTED["main"]["items"]) == len(items()) >= 20
+    assert EXPECTED["max_retries"] == _gedit_official.MAX_EVALUATIONS  # process_single_item's limit
 
 
 def test_each_item_equals_the_official_scores(official_run):
@@ -77,7 +80,7 @@ def test_each_item_equals_the_official_scores(official_run):
 
 def test_replies_the_official_reader_reads(official_run):
     scored, _ = official_run
-    by_key = {k: s for k, _, s in scored}
+    by_key = {p.metadata["benchmark_id"]: s for _, p, s in scored}
     assert by_key["bare-list"].details["sc_scores"] == [6, 0]  # "[6, 0]" parses
     assert by_key["score-number"].details["pq_scores"] == [8]  # {"score": 8} parses
     assert by_key["guess"].details["guessed"] == ["sc"] and by_key["reask-both"].details["sc"] == 4  # both asked again
@@ -137,7 +140,7 @@ def test_bad_items_are_one_line_errors(tmp_path):
         v.read_item({**rows[0], "task_type": None}, tmp_path)
     with pytest.raises(BonError, match="GEdit item plain-json: edited_image nope.png not found"):
         v.read_item({**rows[0], "edited_image": "nope.png"}, tmp_path)
-    assert v.item_id(rows[0]) == "plain-json"
+    assert v.item_id(rows[0]) == "plain-json_en"
     with pytest.raises(BonError, match="needs prompts_dir"):
         GEditVerifier(grader={"backend": "openai", "model": "m", "api_key_env": None, "preflight": False})
     with pytest.raises(BonError, match="metric: official"):
@@ -209,15 +212,14 @@ def official_languages(agg: dict) -> dict:
     return out
 
 
-def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypatch, capsys):
-    """`bon score --verifier gedit --verifier-option grader=replay:FILE`: one line per item (key, SC, PQ,
-    overall as the official code scores them) and the official statistics as the last line printed; the
-    images are found next to the items file, whatever the working folder."""
+def cli_score(tmp_path: Path, monkeypatch, capsys, cases: list[dict]) -> tuple[list[dict], list[dict], dict]:
+    """`bon score --verifier gedit` on the cases from a folder beside the working one: the items, the
+    out-file's lines and the statistics printed last."""
     from bon.cli import main
 
     folder = tmp_path / "bench"
     folder.mkdir()
-    rows, replies = write_case_files(folder, items())
+    rows, replies = write_case_files(folder, cases)
     (folder / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BON_QUIET", "1")
@@ -225,10 +227,81 @@ def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypa
                "--items", "bench/items.jsonl", "--out-file", "out.jsonl"])
     shown = capsys.readouterr().out.strip().splitlines()
     assert rc == 0
-    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [r["id"] for r in lines] == [r["key"] for r in rows]
+    return rows, [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()], json.loads(shown[-1])
+
+
+def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypatch, capsys):
+    """`bon score --verifier gedit --verifier-option grader=replay:FILE`: one line per item (key, SC, PQ,
+    overall as the official code scores them) and the official statistics as the last line printed; the
+    images are found next to the items file, whatever the working folder."""
+    rows, lines, last = cli_score(tmp_path, monkeypatch, capsys, items())
+    assert [r["id"] for r in lines] == [f"{r['key']}_{r['instruction_language']}" for r in rows]
     for r in lines:
         want = EXPECTED["main"]["items"][r["id"]]
         assert (r["sc"], r["pq"], r["overall"], r["score"]) == (want["sc"], want["pq"], want["overall"], want["overall"] / 10)
-    last = json.loads(shown[-1])
     assert official_languages(last) == EXPECTED["main"]["languages"] and last["failed"] == 0
+
+
+# --- a reply that reads but gives no usable score; one key in both languages ---------------------------
+
+
+@pytest.fixture
+def restarts_run(tmp_path):
+    return run(tmp_path, restart_items())
+
+
+def test_a_reply_without_a_usable_score_starts_a_new_evaluation(restarts_run):
+    """The official evaluate raises on it and process_single_item evaluates again, its tries afresh: the
+    next replies are read without a guess; every item equals the official run, asked as often."""
+    scored, _ = restarts_run
+    want_items = EXPECTED["restarts"]["items"]
+    assert sorted(k for k, _, _ in scored) == sorted(want_items)
+    for key, _, s in scored:
+        want = want_items[key]
+        assert s.details["attempts"] == max(want["calls"].values()), key
+        if want.get("skipped"):
+            continue
+        assert (key, s.details["sc"], s.details["pq"], s.details["overall"]) == (key, want["sc"], want["pq"], want["overall"])
+        assert s.value == want["overall"] / 10
+    by = {k: s for k, _, s in scored}
+    assert by["repaired-no-score_en"].details["evaluations"] == 2 and "guessed" not in by["repaired-no-score_en"].details
+    assert by["twice-restarted_en"].details["evaluations"] == 3
+    assert by["unusable-while-unread_en"].details["evaluations"] == 1  # SC unread: PQ's reply is asked again anyway
+    assert by["false-json_cn"].details["guessed"] == ["sc"] and by["restart-then-guess_cn"].details["guessed"] == ["sc"]
+
+
+def test_an_item_never_scored_after_the_official_limit_is_left_out(restarts_run):
+    scored, agg = restarts_run
+    never = next(s for k, _, s in scored if k == "never-usable_en")
+    assert EXPECTED["restarts"]["items"]["never-usable_en"]["skipped"]
+    assert never.value is None and never.details["evaluations"] == EXPECTED["max_retries"] == 10000
+    assert "no usable score in 10000 evaluations" in never.missing and "\n" not in never.missing
+    assert official_languages(agg) == EXPECTED["restarts"]["languages"] and agg["failed"] == 1
+
+
+def test_the_evaluation_limit_and_the_policies(tmp_path):
+    never = [c for c in restart_items() if c["key"] == "never-usable"]
+    s = run(tmp_path, never, max_evaluations=3)[0][0][2]
+    assert s.value is None and (s.details["evaluations"], s.details["attempts"]) == (3, 3)
+    s = run(tmp_path, never, max_evaluations=3, on_failure="zero")[0][0][2]
+    assert s.value == 0 and s.details["failed"] == ["sc", "pq"]
+    with pytest.raises(BonError, match="max_evaluations must be at least 1"):
+        GEditVerifier(grader=f"replay:{tmp_path / 'replies.jsonl'}", max_evaluations=0)
+
+
+def test_one_key_in_both_languages_through_bon_score(tmp_path, monkeypatch, capsys):
+    """One items file holds a key in both languages (two items, ids `<key>_<language>`), with the re-ask
+    cases: the out-file and the statistics equal the official run, item by item and per language."""
+    rows, lines, last = cli_score(tmp_path, monkeypatch, capsys, restart_items())
+    assert sum(r["key"] == "shared-key" for r in rows) == 2
+    want_items = EXPECTED["restarts"]["items"]
+    assert [r["id"] for r in lines] == [f"{r['key']}_{r['instruction_language']}" for r in rows]
+    for r in lines:
+        want = want_items[r["id"]]
+        if want.get("skipped"):
+            assert r["score"] is None and "no usable score" in r["missing"]
+            continue
+        assert (r["id"], r["sc"], r["pq"], r["overall"], r["score"]) == (r["id"], want["sc"], want["pq"], want["overall"],
+                                                                          want["overall"] / 10)
+        assert (r["key"], r["language"]) == tuple(r["id"].rsplit("_", 1))
+    assert official_languages(last) == EXPECTED["restarts"]["languages"] and last["failed"] == 1

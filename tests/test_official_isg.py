@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from bon.errors import BonError
-from official_isg_cases import ALL_YES, ANSWER, case, cases
+from official_isg_cases import ALL_YES, ANSWER, case, cases, fresh_cases
 from verifiers.isg import IsgVerifier
 from grader_stubs import DownGrader, score_items
 
@@ -256,3 +256,27 @@ def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypa
     last = json.loads(shown[-1])
     assert last["all"] == {k: v for k, v in EXPECTED["all"].items() if k != "block_counted"}
     assert last["groups"] == {g: {k: v for k, v in n.items() if k != "block_counted"} for g, n in EXPECTED["groups"].items()}
+
+
+# --- a second hand-made set (tests/official_isg_cases.fresh_cases), run through the same official code --------
+
+
+@pytest.fixture(scope="module")
+def fresh_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("isg-fresh")
+    all_cases = fresh_cases()
+    items = [c["item"] for c in all_cases]
+    write_images(root, items)
+    verifier = IsgVerifier(grader=f"replay:{replay_file(root / 'replies.jsonl', all_cases)}")
+    return score_items(verifier, items, root)
+
+
+def test_the_fresh_set_equals_the_official_numbers_item_by_item_and_per_group(fresh_run):
+    scored, agg = fresh_run
+    want = EXPECTED["fresh"]
+    assert len(want["items"]) == len(fresh_cases()) >= 10
+    for cid, _, score in scored:
+        got = {k: score.details[k] for k in LEVELS} | {"item_error": score.details["item_error"] is not None}
+        assert (cid, got) == (cid, {k: want["items"][cid][k] for k in (*LEVELS, "item_error")})
+    assert agg["groups"] == {g: {k: v for k, v in n.items() if k != "block_counted"} for g, n in want["groups"].items()}
+    assert agg["all"] == {k: v for k, v in want["all"].items() if k != "block_counted"}

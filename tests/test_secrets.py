@@ -80,7 +80,7 @@ def test_a_key_pasted_into_api_key_env_is_refused_without_echo(tmp_path, capfd):
     config = tmp_path / "study.yaml"
     entry = {"name": "openai-compatible:org/remote", "label": "remote", "options": {"api_key_env": KEYS["pasted"]}}
     config.write_text(yaml.safe_dump({"out": str(tmp_path / "run"), "judges": [entry], "tasks": ["t2i"],
-                                      "generators": [{"name": "synthetic"}]}))
+                                      "generators": [{"name": "synthetic"}], "verifier": "synthetic"}))
     for argv in (["run", str(config), "--dry-run"], ["run", str(config)]):
         assert main(argv) == 2
         err = capfd.readouterr().err.strip()

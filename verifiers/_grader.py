@@ -215,6 +215,16 @@ def check_grader_settings(who: str, mode: str, options: dict[str, Any]) -> None:
         raise BonError(f"{who}: unknown option(s) {', '.join(unknown)}")
 
 
+def grader_modules(options: dict[str, Any]) -> tuple[str, ...]:
+    """The optional packages a graded verifier's grader imports (bon.preflight): none for a replay file or a
+    grader in its own environment (t2v-metrics), the OpenAI client for an API, torch and transformers else."""
+    grader = options.get("grader")
+    if isinstance(grader, str):
+        return ()
+    backend = (grader or {}).get("backend", options.get("backend", "transformers"))
+    return {"openai": ("openai",), "transformers": ("torch", "transformers")}.get(backend, ())
+
+
 def grader_spec(model: str | None, grader: Any, options: dict[str, Any], who: str) -> dict[str, Any]:
     """The grader mapping from a verifier's ``model`` shorthand, its ``grader`` mapping and top-level grader
     options (``dtype``, ``device``, ``backend``, ...)."""

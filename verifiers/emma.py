@@ -50,6 +50,7 @@ from typing import Any, Sequence
 from bon.content import Candidate, Content, Prompt, safe_join
 from bon.errors import BonError, first_line
 from bon.plugins import Score, Verifier
+from verifiers._grader import grader_modules
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 ANSWER_LINE = re.compile(r"(?im)^[\s>*#_\-]*(?:the\s+)?(?:final\s+)?answer\s*\**\s*[:：]\s*\**\s*(.+?)\s*$")
@@ -393,6 +394,15 @@ class EmmaVerifier(Verifier):
     # evaluate.py marks a problem without a response false and calculate_acc.py counts every problem: a
     # failed score is a wrong answer (the judge mode's failed call, where the official code stops, likewise)
     official_on_failure = "zero"
+
+    @staticmethod
+    def required_modules(options: dict[str, Any]) -> tuple[str, ...]:
+        """Optional packages (bon.preflight): EMMA's own for metric official (extra ``emma``), a grader's for
+        official-judge."""
+        metric = options.get("metric", "official")
+        if metric == "official":
+            return ("latex2sympy2", "word2number")
+        return grader_modules(options) if metric == "official-judge" else ()
 
     def __init__(self, name: str | None = None, metric: str = "official", rel_tol: float = 0.0,
                  use_generator_answer: bool = False, judge_prompt: str | None = None, grader: Any = None,

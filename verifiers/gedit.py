@@ -9,9 +9,12 @@ Two metrics (``metric``):
   official request (no temperature, 1400 tokens, JPEG images at their size) unless set. Options:
   ``on_failure`` (official | zero | missing: what a question still unreadable after the re-ask scores,
   inside the score: the guess, 0, or no score; only ``missing`` leaves a failed score for the study's own
-  ``on_failure``, which the class's ``official_on_failure`` resolves) and
-  ``max_attempts`` (3). The score is ``overall / 10``; :meth:`GEditVerifier.aggregate` gives the official
-  numbers per language: category means and their mean, and the Intersection subset.
+  ``on_failure``, which the class's ``official_on_failure`` resolves), ``max_attempts`` (3: tries within
+  one evaluation, where the official code asks without end) and ``max_evaluations`` (10000, the official
+  limit on evaluations restarted after a reply that reads but gives no usable score; each is two calls, so
+  lower it to cap what a grader that never scores costs). The score is ``overall / 10``;
+  :meth:`GEditVerifier.aggregate` gives the official numbers per language: category means and their mean,
+  and the Intersection subset.
 - ``bon``: bon's own wording and settings, below.
 
 The ``bon`` metric: two questions per candidate, each answered with two scores on GEdit-Bench's 0-10 scale:
@@ -35,7 +38,8 @@ sizes), ``max_new_tokens`` (256), and the local model settings (``dtype``, ``dev
 
 ``read_item`` takes GEdit-Bench's fields (``key``, ``task_type``, ``instruction``, ``instruction_language``,
 ``Intersection_exist``, ``source_image`` or ``input_image``: a path) and the edit as ``edited_image`` (the
-official result file's column), paths relative to the items file; the prompt id is ``<key>_<language>``.
+official result file's column), paths relative to the items file. An item is its key *and* language (the
+benchmark keeps the languages apart): its id, the prompt id and a replay file's ``item`` are ``<key>_<language>``.
 
 The input image is the prompt's first image, the instruction its text; the edit is the candidate's
 first image. No image, an unreadable answer or a failed call: a missing score with the reason.
@@ -53,7 +57,7 @@ from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _gedit_official as official
 from verifiers._grader import (DIGITS, GRADER_OPTIONS, GradingFailed, check_grader_settings, digit_expectation, grader_from,
-                               parse_scores, resize_to_area, snippet)
+                               grader_modules, parse_scores, resize_to_area, snippet)
 from verifiers._official import check_metric
 
 
@@ -96,9 +100,10 @@ ITEM_FIELDS = ("key", "task_type", "instruction", "instruction_language")
 
 class GEditVerifier(Verifier):
     plugin = "gedit"
+    required_modules = staticmethod(grader_modules)  # optional packages (bon.preflight)
     run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
-    version = 1
+    version = 2  # 2: a reply that reads but gives no usable score starts a new evaluation (the official flow)
     # an unreadable grade is handled inside the score by the option ``on_failure`` (official: re-ask, then a
     # guess); what still fails (no edited image, or the option's ``missing``) is left out, as
     # test_gedit_score.py skips an item whose edited image is absent and the statistics average what is there
@@ -107,7 +112,7 @@ class GEditVerifier(Verifier):
     def __init__(self, model: str | None = None, name: str | None = None, grader: dict[str, Any] | str | None = None,
                  mode: str = "generate", image_area: int | None = 512 * 512, max_new_tokens: int = 256,
                  metric: str = "official", prompts_dir: str | None = None, on_failure: str = "official",
-                 max_attempts: int = 3, **grader_options: Any) -> None:
+                 max_attempts: int = 3, max_evaluations: int = official.MAX_EVALUATIONS, **grader_options: Any) -> None:
         self.name = name or self.plugin
         check_grader_settings(self.name, mode, grader_options)
         self.metric = check_metric(self.name, metric, mode, grader)
@@ -115,7 +120,7 @@ class GEditVerifier(Verifier):
         if metric == "official":
             self.grader = grader_from(model, grader, grader_options, self.name, defaults=official.OFFICIAL_API)
             self.official = official.GEditOfficial(self.grader, official.load_prompts(prompts_dir, self.name), on_failure,
-                                                   max_attempts, self.name)
+                                                   max_attempts, self.name, max_evaluations)
             self.mode = mode
             return
         self.grader = grader_from(model, grader, grader_options, self.name)
@@ -135,7 +140,8 @@ class GEditVerifier(Verifier):
 
     # --- benchmark items (bon score) -----------------------------------------------------------------
     def item_id(self, item: dict[str, Any]) -> str:
-        return str(item.get("key", ""))
+        """``<key>_<language>``: one key in both languages is two items (their results are kept apart)."""
+        return f"{item.get('key', '')}_{item.get('instruction_language', '')}"
 
     def read_item(self, item: dict[str, Any], base_dir: Any) -> tuple[Prompt, Candidate]:
         return read_gedit_item(item, Path(base_dir))

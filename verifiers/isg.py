@@ -61,8 +61,8 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
 from verifiers import _isg_official as official
-from verifiers._grader import (DIGITS, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from, parse_scores, parse_yes_no,
-                               snippet, yes_probability)
+from verifiers._grader import (DIGITS, GRADER_OPTIONS, YES_NO, GradingFailed, check_grader_settings, digit_expectation, grader_from,
+                               grader_modules, parse_scores, parse_yes_no, snippet, yes_probability)
 from verifiers._official import check_metric
 
 LEVELS = ("structure", "block", "image", "parts", "holistic")
@@ -92,6 +92,7 @@ OFFICIAL_API = {"temperature": 0.0, "max_image_side": None, "image_detail": "low
 
 class IsgVerifier(Verifier):
     plugin = "isg"
+    required_modules = staticmethod(grader_modules)  # optional packages (bon.preflight)
     run_only = ("prompts_dir",)  # where the checkout lies; its texts are in the identity (a hash)
     extra_options = GRADER_OPTIONS  # forwarded to the grader back-end; checked by name like the rest
     version = 1

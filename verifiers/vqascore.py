@@ -39,7 +39,7 @@ from bon.content import Candidate, Content, ImageItem, Prompt, TextItem, safe_jo
 from bon.errors import BonError
 from bon.lifecycle import LoadFailed
 from bon.plugins import Score, Verifier
-from verifiers._grader import (GRADER_OPTIONS, YES_NO, Grader, GradingFailed, NoLogprobs, grader_spec, make_grader,
+from verifiers._grader import (GRADER_OPTIONS, YES_NO, Grader, GradingFailed, NoLogprobs, grader_modules, grader_spec, make_grader,
                                parse_yes_no)
 
 QUESTION = 'Does this figure show "{prompt}"? Please answer yes or no.'
@@ -49,6 +49,7 @@ DEFAULT_OCR_WEIGHT = 0.3
 
 class VqaScoreVerifier(Verifier):
     plugin = "vqascore"
+    required_modules = staticmethod(grader_modules)  # optional packages (bon.preflight)
     version = 1
     official_on_failure = "zero"  # t2v_metrics' API back-end scores a call that failed twice 0.0
 

@@ -8,10 +8,11 @@ Not part of bon and not run by the tests: it runs the official code itself, in i
 
 Replaced: ``requests.post`` in VIEScore's OpenAI client (it answers each call with the case's canned
 reply, or with an API error for None, which the client turns into an empty text), ``random.randint`` in
-VIEScore's reader (the guess is fixed at the cases' GUESS), ``megfile`` (local files) and ``datasets``
-(not used). Everything else is the official code: ``test_gedit_score.process_single_item`` per item
-(images, resize, VIEScore's requests, reader and re-ask loop) and ``calculate_statistics.analyze_scores``
-per language (its GROUPS set to the categories the cases use).
+VIEScore's reader (the guess is fixed at the cases' GUESS), ``time.sleep`` in ``test_gedit_score`` (its
+waits between evaluations), ``megfile`` (local files) and ``datasets`` (not used). Everything else is the
+official code: ``test_gedit_score.process_single_item`` per item (images, resize, VIEScore's requests, reader and re-ask loop, its own ``max_retries`` of new evaluations)
+and ``calculate_statistics.analyze_scores`` per language (its GROUPS set to the categories the cases use).
+Items are keyed ``<key>_<language>``; an item ``process_single_item`` gives up on is ``"skipped"``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from PIL import Image
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[2] / "tests"))
-from official_gedit_cases import CATEGORIES, GUESS, example_items, items  # noqa: E402
+from official_gedit_cases import CATEGORIES, GUESS, RESTART_CATEGORIES, example_items, items, restart_items  # noqa: E402
 
 STATE: dict = {"case": None, "calls": {}, "requests": []}
 FIELDS = ["source_image", "edited_image", "instruction", "sementics_score", "quality_score", "intersection_exist", "instruction_language"]
@@ -50,7 +51,8 @@ def fake_post(url, json=None, headers=None):  # noqa: A002 - the name requests u
     content = json["messages"][0]["content"]
     question = "sc" if sum(p["type"] == "image_url" for p in content) == 2 else "pq"
     case = STATE["case"]
-    n = STATE["calls"][(case["key"], question)] = STATE["calls"].get((case["key"], question), 0) + 1
+    call = (item_id(case), question)
+    n = STATE["calls"][call] = STATE["calls"].get(call, 0) + 1
     replies = case["replies"][question]
     reply = replies[min(n, len(replies)) - 1]
     sizes = [Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1]))).size
@@ -63,6 +65,10 @@ def fake_post(url, json=None, headers=None):  # noqa: A002 - the name requests u
     if reply is None:
         return Response({"error": {"code": "server_error", "message": "canned failure"}})
     return Response({"choices": [{"message": {"content": reply}}]})
+
+
+def item_id(case: dict) -> str:
+    return f"{case['key']}_{case['instruction_language']}"
 
 
 def stub_modules() -> None:
@@ -90,11 +96,14 @@ def run_cases(module, vie_score, cases: list[dict], work: Path) -> dict:
         Image.new("RGB", (w + 13, h + 5), (40, 200, 40)).save(folder / f"{key}.png")  # resized by the official code
         STATE["case"] = case
         module.group_name = group
-        row = module.process_single_item(dict(case), vie_score, max_retries=1)
+        row = module.process_single_item(dict(case), vie_score)  # its own max_retries
+        calls = {q: STATE["calls"].get((item_id(case), q), 0) for q in ("sc", "pq")}
+        if row is None:  # given up after max_retries evaluations: test_gedit_score.py writes no row
+            per_item[item_id(case)] = {"skipped": True, "calls": calls}
+            continue
         rows.setdefault(group, []).append(row)
         sc, pq = row["sementics_score"], row["quality_score"]
-        per_item[key] = {"sc": sc, "pq": pq, "overall": math.sqrt(sc * pq),
-                         "calls": {q: STATE["calls"].get((key, q), 0) for q in ("sc", "pq")}}
+        per_item[item_id(case)] = {"sc": sc, "pq": pq, "overall": math.sqrt(sc * pq), "calls": calls}
     out_dir = save_path / "gpt4o" / "eval_results_new"
     out_dir.mkdir(parents=True, exist_ok=True)
     for group, group_rows in rows.items():
@@ -133,15 +142,19 @@ def main(gedit: Path, out: Path) -> None:
     import utils as viescore_utils  # viescore/ is on the path once VIEScore is imported
 
     viescore_utils.random.randint = lambda a, b: GUESS
+    module.time.sleep = lambda seconds: None  # its waits between evaluations (2, 4, 6... s)
     vie_score = module.VIEScore(backbone="gpt4o", task="tie", key_path=str(key_file))
     expected: dict = {"repository": "stepfun-ai/Step1X-Edit", "commit": "570eba6ebda0c45c013983a483afbf2fd12bfcbc", "guess": GUESS}
-    for name, cases in (("main", items()), ("example", example_items())):
+    sets = (("main", items(), CATEGORIES), ("example", example_items(), CATEGORIES),
+            ("restarts", restart_items(), RESTART_CATEGORIES))
+    for name, cases, categories in sets:
         work = Path(tempfile.mkdtemp(prefix=f"gedit-{name}-"))
         run = run_cases(module, vie_score, cases, work)
-        groups = [c for c in CATEGORIES if c in run["groups"]]
+        groups = [c for c in categories if c in run["groups"]]
         languages = sorted({c["instruction_language"] for c in cases})
         expected[name] = {"items": run["items"], "languages": statistics(stats, run["out_dir"], groups, languages)}
     first = [r for r in STATE["requests"] if r["key"] == "plain-json"]
+    expected["max_retries"] = module.process_single_item.__defaults__[0]
     expected["requests"] = {r["question"]: r for r in first}
     out.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}")

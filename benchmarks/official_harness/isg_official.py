@@ -9,7 +9,8 @@ Not part of bon and not run by the tests: it runs the official code itself, in i
 The official API client (``openai.OpenAI``) is replaced by a stand-in that answers each request with the
 case's canned reply (None: the call raises, as a failed request does); everything else is the official
 code: ``ISG-eval.py``'s ``main()`` (structure, block, image, holistic per item) and
-``calculate_performance.analyze_data`` (the per-group numbers), per item and over all items.
+``calculate_performance.analyze_data`` (the per-group numbers), per item and over all items; the same for
+``fresh_cases`` (a second set, under ``"fresh"``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from PIL import Image
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[2] / "tests"))
-from official_isg_cases import cases  # noqa: E402
+from official_isg_cases import cases, fresh_cases  # noqa: E402
 
 TOKEN = re.compile(r"\((\S+) (block|image)/(\d+)\)")
 REPLIES: dict[str, dict] = {}
@@ -78,7 +79,7 @@ def write_images(root: Path, items: list[dict]) -> None:
 
 
 def main(checkout: Path, out: Path) -> None:
-    all_cases = cases()
+    all_cases = cases() + fresh_cases()
     items = [c["item"] for c in all_cases]
     for c in all_cases:
         REPLIES[c["item"]["id"]] = c["replies"]
@@ -127,11 +128,15 @@ def main(checkout: Path, out: Path) -> None:
         one = numbers([rec], {"item": [rec["Category"]]})["item"]
         per_item[iid] = {"structure": one["structure"], "block": one["block"] if one["block_counted"] else None,
                          "image": one["image"], "holistic": one["holistic"], "item_error": "error" in rec.get("result", {})}
-    records = [judged[it["id"]] for it in items]
-    categories = sorted({it["Category"] for it in items})
+    def summary(ids: list[str]) -> dict:
+        records = [judged[i] for i in ids]
+        categories = sorted({r["Category"] for r in records})
+        return {"items": {i: per_item[i] for i in ids}, "groups": numbers(records, official_groups),
+                "all": numbers(records, {"all": categories})["all"]}
+
+    fresh_ids = [c["item"]["id"] for c in fresh_cases()]
     expected = {"repository": "Dongping-Chen/ISG", "commit": "de504cdda1cab7bd874c252f670eb1833290db5a",
-                "items": per_item, "groups": numbers(records, official_groups),
-                "all": numbers(records, {"all": categories})["all"],
+                **summary([c["item"]["id"] for c in cases()]), "fresh": summary(fresh_ids),
                 "requests": {r["question"]: r for r in REQUESTS}}
     out.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}: {len(per_item)} items")

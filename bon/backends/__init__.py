@@ -21,7 +21,8 @@ from typing import Any
 from bon.errors import BonError
 
 EXTRA_OF = {"torch": "gpu", "transformers": "gpu", "diffusers": "gpu", "accelerate": "gpu", "torchvision": "gpu",
-            "openai": "api", "datasets": "datasets", "ray": "ray"}
+            "openai": "api", "datasets": "datasets", "huggingface_hub": "datasets", "ray": "ray",
+            "latex2sympy2": "emma", "word2number": "emma"}
 
 
 def missing_extra(module: str, who: str, extra: str | None = None) -> BonError:

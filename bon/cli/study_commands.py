@@ -58,11 +58,15 @@ def demo(out_dir: Path, prompts: int, n: int, seed: int, strategy: str, strategy
               help="Only the first M prompts per task (a quick look; a study of its own).")
 @click.option("--shard", default=None, metavar="I/K", help="Run only the I-th of K prompt shards (join them with bon merge).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where stage work runs instead of the config's.")
-@click.option("--dry-run", is_flag=True, help="Print each stage's models, memory, calls and API cost; load and call nothing.")
-@json_option("the summary table")
+@click.option("--dry-run", is_flag=True,
+              help="Check what the run would refuse (all of it; exit 2) and print each stage's models, memory, calls, "
+                   "tokens, API cost and GPU hours, and the host memory and disk; load and call nothing.")
+@click.option("--calibrate", "pilot_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="PILOT_DIR",
+              help="With --dry-run: scale each stage by what a pilot run of the study (--limit 50) measured.")
+@json_option("the summary table (with --dry-run: the plan)")
 def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy_options: tuple[str, ...],
         max_calls: Optional[int], retry_missing: bool, limit: Optional[int], shard: Optional[str], executor: Optional[str], dry_run: bool,
-        json_out: Optional[Path]) -> None:
+        pilot_dir: Optional[Path], json_out: Optional[Path]) -> None:
     """Run the study a config describes; rerunning resumes where it stopped."""
     from bon.config import load_config
 
@@ -76,16 +80,39 @@ def run(config: Path, out_dir: Optional[Path], strategy: Optional[str], strategy
         cfg.strategy.create("strategy", "--strategy")  # pure code, cheap: a dry run refuses what the run would
     if limit is not None:
         cfg.suite = {**cfg.suite, "limit": limit}
+    if pilot_dir is not None and not dry_run:
+        raise BonError("--calibrate PILOT_DIR goes with --dry-run (it scales the plan, it runs nothing)")
     if dry_run:
-        from bon.plan import check_fit, plan_study, render
-
-        plan = plan_study(cfg, str(config))
-        from bon.redact import redact_text
-
-        out.print(redact_text("\n".join(render(plan))), highlight=False, markup=False)
-        check_fit(plan)
+        _dry_run(cfg, config, pilot_dir, json_out)
         return
+    from bon.preflight import require
+
+    require(cfg)  # every problem the dry run lists stops the run here, before anything is written
     _run(cfg, json_out, "run")
+
+
+def _dry_run(cfg, config: Path, pilot_dir: Optional[Path], json_out: Optional[Path]) -> None:
+    """The plan printed (and written with --json), then every problem that would stop the run; exit 2 if any."""
+    from bon.plan import calibrate, fit_problems, plan_json, plan_study, render
+    from bon.preflight import problems
+    from bon.redact import redact_text
+
+    check_output_file(json_out)
+    if pilot_dir is not None and not (pilot_dir / "stats.json").is_file():
+        raise BonError(f"--calibrate {pilot_dir}: no stats.json there (a finished pilot run folder, e.g. of `bon run CONFIG --limit 50`)")
+    plan = plan_study(cfg, str(config))
+    if pilot_dir is not None:
+        calibrate(plan, pilot_dir)
+    notes: list[str] = []
+    plan.problems = problems(cfg, notes=notes) + fit_problems(plan)
+    lines = render(plan) + [f"note: {line}" for line in notes]
+    if plan.problems:
+        lines += [f"{len(plan.problems)} problem(s) would stop `bon run` before it starts:"] + [f"  {p}" for p in plan.problems]
+    out.print(redact_text("\n".join(lines)), highlight=False, markup=False)
+    write_numbers(json_out, plan_json(plan))
+    if plan.problems:  # the list is above; the one error line names the first
+        more = f" (and {len(plan.problems) - 1} more, listed above)" if len(plan.problems) > 1 else ""
+        raise BonError(f"{plan.problems[0]}{more}")
 
 
 def _executor_override(config: Path, name: Optional[str]):

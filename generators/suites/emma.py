@@ -159,3 +159,6 @@ def _interleave(text: str, images: dict[int, Any], used: set[int], items: list[A
         elif int(piece) in images:
             items.append(images[int(piece)])
             used.add(int(piece))
+
+
+build_suite.requires = ("datasets",)  # read from the Hub without path: (bon.preflight)

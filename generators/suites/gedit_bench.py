@@ -67,3 +67,6 @@ def build_suite(dataset: str = DATASET, path: str | None = None, split: str | No
     if not prompts:
         raise BonError(f"{NAME}: no rows with instruction_language {language} in {rows.where}")
     return select(prompts, categories, limit, NAME)
+
+
+build_suite.requires = ("datasets",)  # read from the Hub without path: (bon.preflight)

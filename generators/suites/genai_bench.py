@@ -125,3 +125,6 @@ def _first(row: dict[str, Any], *keys: str) -> Any:
         if row.get(k) is not None:
             return row[k]
     return None
+
+
+build_suite.requires = ("datasets",)  # read from the Hub without path: (bon.preflight)

@@ -210,3 +210,6 @@ def _download(repo: str, revision: str | None) -> Path:
     if not jsonl.is_file():
         raise BonError(f"{NAME}: {repo} has no {JSONL}")
     return jsonl
+
+
+build_suite.requires = ("huggingface_hub",)  # read from the Hub without path: (bon.preflight)

@@ -34,6 +34,7 @@ class SyntheticGenerator(Generator):
     """``skill`` is "strong" (0.8), "weak" (0.45) or a number in [0, 1]."""
 
     forkable = True  # pure CPU: bon.stages.pool may run it in a worker process
+    image_size = (128, 128)  # the synthetic world's pictures (bon.plan's disk estimate)
 
     def __init__(self, skill: str | float = "strong", name: str | None = None) -> None:
         if isinstance(skill, str) and skill in SKILLS:

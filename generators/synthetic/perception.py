@@ -260,7 +260,8 @@ def background_colour(arr: np.ndarray, cls: np.ndarray, region: np.ndarray) -> t
     n = mask.sum()
     if n == 0:
         return tuple(float(v) for v in S.BACKGROUND)  # type: ignore[return-value]
-    m = mask @ sub / n
+    # integer sums in float64 are exact in any order; a float32 product's rounding depends on the CPU's kernels
+    m = (mask.astype(np.float64) @ sub.astype(np.float64)).astype(np.float32) / n
     return (float(m[0]), float(m[1]), float(m[2]))
 
 

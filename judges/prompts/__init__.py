@@ -89,6 +89,15 @@ class RubricJudge(PairwiseJudge):
     def load_rubric(self) -> None:
         self.templates = {t: rubric(t, self.official_prompts) for t in SCORER_NAMES}
 
+    @classmethod
+    def request_frame(cls, task: str, options: dict[str, Any]) -> dict[str, Any]:
+        """What a request of this judge holds besides the pair (bon.costs prices it before the run): the
+        rubric and markers, and how long a reply the rubric asks for (its criteria, each commented on)."""
+        official = options.get("official_prompts")
+        template = rubric(task, Path(official).expanduser() if official else None)
+        criteria = sum(1 for line in template.text.splitlines() if line[:1].isdigit() and line[1:3] in (". ", ") "))
+        return {"text": "".join((template.text, *template.labels)), "criteria": criteria, "source": template.source}
+
     def template(self, c: Comparison) -> Template:
         return self.templates[scorer_task(c.prompt.task)]
 
