@@ -8,14 +8,20 @@ different candidates). Pair verdicts come from the official-format judgment file
 they are read from ``judgments.sqlite`` by the keys the referee stored them under: the judge's identity
 hash and the content hashes of the prompt and of the response shown as A and as B.
 
-The page holds its data as JSON in a ``<script type="application/json">`` block (``<``, ``>`` and ``&``
-escaped), renders every text with ``textContent`` and loads images by relative path from the page's
-folder; it references no network resource (its content security policy forbids them). The URL fragment
-sets the filters: ``view.html#judge=ocr&task=t2i&kind=pair&disagree=1``.
+The page opens at any size: ``view.html`` holds only an index (judges, tasks, and per shard its kind,
+task, judge and counts) in a ``<script type="application/json">`` block; the items live in shards of at
+most :data:`SHARD_ITEMS` items of one kind, task and judge under ``view-data/`` beside it, each a
+``<script>`` file (a page opened from disk cannot ``fetch()`` a JSON file in Chromium, but it can load a
+script) that the page adds when a filter needs its items, so the first page reads the index and a shard
+or two whatever the study's size. Every text is rendered with ``textContent``, JSON is escaped for a
+script (``<``, ``>``, ``&``), and images load by relative path from the page's folder; the page references
+no network resource (its content security policy forbids them). The URL fragment sets the filters:
+``view.html#judge=ocr&task=t2i&kind=pair&disagree=1``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -28,6 +34,9 @@ from bon.run import Run, as_run, reason
 from bon.runfolder import RunFolder, write_text
 from bon.tasks import TASKS
 
+SHARD_ITEMS = 1000  # items per shard file: a few hundred kB, loaded when a filter reaches it
+SHARDS = "view-data"  # the shards' folder beside view.html
+SHARD_CALL = "bonViewShard"  # what each shard file calls with its items
 
 
 def view_data(run: Run | Path, out_dir: Path) -> dict[str, Any]:
@@ -43,8 +52,8 @@ def view_data(run: Run | Path, out_dir: Path) -> dict[str, Any]:
 
 
 def packed(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The page's compact form: contents by number, every repeated string (reasons, notes, labels) once in
-    ``strings``, each item a short list (``FIELDS``), so tens of thousands of verdicts stay a few MB."""
+    """A shard's compact form: its contents by number, every repeated string (reasons, notes, labels) once
+    in ``strings``, each item a short list, so a thousand verdicts stay a few hundred kB."""
     strings: dict[str, int] = {}
     keys = {k: i for i, k in enumerate(data["contents"])}
 
@@ -201,19 +210,69 @@ def script_json(data: Any) -> str:
     return text
 
 
+def shards(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The items split by kind, task and judge (in the order the page lists them), at most
+    :data:`SHARD_ITEMS` each; every shard packed with only the contents its items show."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for item in data["items"]:
+        groups.setdefault((item["kind"], item["task"], item["judge"]), []).append(item)
+    out = []
+    for (kind, task, judge), items in groups.items():
+        for start in range(0, len(items), SHARD_ITEMS):
+            chunk = items[start:start + SHARD_ITEMS]
+            used = dict.fromkeys(k for it in chunk for k in (it["prompt"], it["a"], it["b"]))
+            out.append({"kind": kind, "task": task, "judge": judge, "count": len(chunk),
+                        "disagree": sum(bool(it["disagree"]) for it in chunk),
+                        "data": packed({"judges": [], "tasks": [], "items": chunk,
+                                        "contents": {k: data["contents"][k] for k in used}})})
+    return out
+
+
 def write_viewer(run: Run | Path, out_dir: Path | None = None) -> tuple[Path, dict[str, Any]]:
-    """Write ``view.html`` into ``out_dir`` (default: the run folder); returns its path and the data shown."""
+    """Write ``view.html`` (the index) and its shards under ``view-data/`` into ``out_dir`` (default: the run
+    folder); returns the page's path and the data shown. The shards are written first and the page last,
+    and each shard names the build it belongs to, so a page never shows a shard of another build."""
     run = as_run(run)
     data = view_data(run, Path(out_dir or run.root))  # read everything before a folder is made
     out = RunFolder(Path(out_dir or run.root))
-    page = PAGE.replace("/*DATA*/", script_json(packed(data)))
-    write_text(out.viewer, page)
+    parts = shards(data)
+    texts = [script_json(part.pop("data")) for part in parts]
+    build = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:16]
+    folder = out.viewer.parent / SHARDS
+    names = [f"{i:05d}.js" for i in range(len(parts))]
+    for name, text in zip(names, texts):
+        write_text(folder / name, f'{SHARD_CALL}({json.dumps(name)},"{build}",{text});\n')
+    for stale in sorted(folder.glob("*.js")) if folder.is_dir() else []:
+        if stale.name not in names:  # a shard of an earlier, larger build
+            stale.unlink()
+    index = {"run": str(run.root), "build": build, "judges": data["judges"], "tasks": data["tasks"], "total": len(data["items"]),
+             "shards": [[f"{SHARDS}/{name}", p["kind"], p["task"], p["judge"], p["count"], p["disagree"]]
+                        for name, p in zip(names, parts)]}
+    write_text(out.viewer, PAGE.replace("/*DATA*/", script_json(index)))
     return out.viewer, data
+
+
+def read_index(page: Path) -> dict[str, Any]:
+    """A written page's index: judges, tasks, total and per shard [path, kind, task, judge, items, disagreeing]."""
+    import re
+
+    html = Path(page).read_text(encoding="utf-8")
+    return json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+
+
+def read_shards(page: Path) -> dict[str, Any]:
+    """A written page's index and every shard's packed data, in order (for checks and tools; a browser loads
+    them one at a time)."""
+    index, found = read_index(page), []
+    for path, *_ in index["shards"]:
+        text = (Path(page).parent / path).read_text(encoding="utf-8")
+        found.append(json.loads(text[text.index(",", text.index(",") + 1) + 1:text.rindex(")")]))
+    return {"index": index, "shards": found}
 
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src 'self' file: data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src 'self' file: data:; style-src 'unsafe-inline'; script-src 'unsafe-inline' 'self' file:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>bon view: pairs and matches, both orders</title>
 <style>
@@ -244,17 +303,29 @@ td.reason{white-space:pre-wrap;color:#333}.muted{color:#5b6470}
 <script>
 (function(){
   "use strict";
-  var raw=JSON.parse(document.getElementById("data").textContent), S=raw.strings;
-  function verdict(o){return {v:o[0],score:o[1],reason:S[o[2]]};}
-  var data={judges:raw.judges,tasks:raw.tasks,contents:raw.contents,items:raw.items.map(function(r){
-    return {kind:r[0],task:r[1],judge:r[2],id:r[3],generator:r[4],prompt:r[5],a:r[6],b:r[7],labels:[S[r[8]],S[r[9]]],
-            note:S[r[10]],best:r[11],fwd:verdict(r[12]),rev:verdict(r[13]),disagree:r[14]===1};})};
+  var index=JSON.parse(document.getElementById("data").textContent), loaded={}, pending={}, failed={};
+  function unpack(raw){
+    var S=raw.strings;
+    function verdict(o){return {v:o[0],score:o[1],reason:S[o[2]]};}
+    return raw.items.map(function(r){
+      return {kind:r[0],task:r[1],judge:r[2],id:r[3],generator:r[4],prompt:raw.contents[r[5]],a:raw.contents[r[6]],b:raw.contents[r[7]],
+              labels:[S[r[8]],S[r[9]]],note:S[r[10]],best:r[11],fwd:verdict(r[12]),rev:verdict(r[13]),disagree:r[14]===1};});
+  }
+  window.bonViewShard=function(name,build,raw){if(build===index.build)loaded[index.dir+name]=unpack(raw);};
+  index.dir="view-data/";
+  function load(path){
+    if(loaded[path]||pending[path]||failed[path])return;
+    pending[path]=true;var sc=document.createElement("script");sc.src=path;
+    sc.onload=function(){delete pending[path];if(!loaded[path])failed[path]="of another build";render();};
+    sc.onerror=function(){delete pending[path];failed[path]="missing";render();};
+    document.head.appendChild(sc);
+  }
   var PAGE=40, shown=PAGE, f={kind:"",judge:"",task:"",disagree:false,id:""};
   function el(tag,cls,text){var e=document.createElement(tag);if(cls)e.className=cls;if(text!==undefined&&text!==null)e.textContent=String(text);return e;}
   function options(id,values){var s=document.getElementById(id);values.forEach(function(v){var o=el("option","",v);o.value=v;s.appendChild(o);});}
   function safeUrl(u){return typeof u==="string"&&u!==""&&!/^[a-z][a-z0-9+.-]*:/i.test(u)&&u.indexOf("//")!==0;}
-  function content(box,key){
-    (data.contents[key]||[]).forEach(function(item){
+  function content(box,items){
+    (items||[]).forEach(function(item){
       if(item[0]==="image"){if(safeUrl(item[1])){var img=el("img");img.alt="image";img.src=item[1];box.appendChild(img);}}
       else box.appendChild(el("div","text",item[1]));
     });
@@ -280,12 +351,21 @@ td.reason{white-space:pre-wrap;color:#333}.muted{color:#5b6470}
     t.appendChild(fw);t.appendChild(rv);c.appendChild(t);return c;
   }
   function keep(it){return (!f.kind||it.kind===f.kind)&&(!f.judge||it.judge===f.judge)&&(!f.task||it.task===f.task)&&(!f.disagree||it.disagree)&&(!f.id||it.id.toLowerCase().indexOf(f.id.toLowerCase())>=0);}
+  function wanted(sh){return (!f.kind||sh[1]===f.kind)&&(!f.task||sh[2]===f.task)&&(!f.judge||sh[3]===f.judge)&&(!f.disagree||sh[5]>0);}
   function render(){
     var box=document.getElementById("cards");box.textContent="";
-    var hits=data.items.filter(keep);
+    var hits=[],known=0,open=false,bad=[];
+    index.shards.filter(wanted).forEach(function(sh){
+      known+=f.disagree?sh[5]:sh[4];
+      if(failed[sh[0]]){bad.push(sh[0]+" ("+failed[sh[0]]+")");return;}
+      if(open||(hits.length>=shown&&!f.id))return;  /* one shard at a time, in the page's order */
+      if(!loaded[sh[0]]){open=true;load(sh[0]);return;}
+      loaded[sh[0]].forEach(function(it){if(keep(it))hits.push(it);});
+    });
     hits.slice(0,shown).forEach(function(it){box.appendChild(card(it));});
-    document.getElementById("count").textContent="showing "+Math.min(shown,hits.length)+" of "+hits.length+" ("+data.items.length+" in all)";
-    document.getElementById("more").style.display=hits.length>shown?"":"none";
+    var total=f.id?(open?"at least "+hits.length:String(hits.length)):String(known);
+    document.getElementById("count").textContent=(open&&hits.length<shown?"loading: ":"")+"showing "+Math.min(shown,hits.length)+" of "+total+" ("+index.total+" in all)"+(bad.length?"; unreadable shards: "+bad.join(", "):"");
+    document.getElementById("more").style.display=(f.id?hits.length>shown:known>shown)?"":"none";
   }
   function fromHash(){
     var q={};location.hash.replace(/^#/,"").split("&").forEach(function(kv){if(!kv)return;var i=kv.indexOf("=");q[decodeURIComponent(i<0?kv:kv.slice(0,i))]=i<0?"":decodeURIComponent(kv.slice(i+1));});
@@ -293,7 +373,7 @@ td.reason{white-space:pre-wrap;color:#333}.muted{color:#5b6470}
     document.getElementById("f-kind").value=f.kind;document.getElementById("f-judge").value=f.judge;
     document.getElementById("f-task").value=f.task;document.getElementById("f-disagree").checked=f.disagree;document.getElementById("f-id").value=f.id;
   }
-  options("f-judge",data.judges);options("f-task",data.tasks);
+  options("f-judge",index.judges);options("f-task",index.tasks);
   ["f-kind","f-judge","f-task","f-disagree","f-id"].forEach(function(id){
     document.getElementById(id).addEventListener(id==="f-id"?"input":"change",function(e){
       var t=e.target;f[id.slice(2)]=t.type==="checkbox"?t.checked:t.value;shown=PAGE;render();});

@@ -33,12 +33,13 @@ def find_chromium(explicit: str | None = None) -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
 
-def check_page(chromium: str, page: Path, fragment: str = "", timeout: float = 120.0) -> dict[str, Any]:
-    """Load ``page#fragment`` headless; the console messages, the cards shown and the first card's order rows."""
+def check_page(chromium: str, page: Path, fragment: str = "", timeout: float = 120.0, budget_ms: int = 20000) -> dict[str, Any]:
+    """Load ``page#fragment`` headless (``budget_ms`` of virtual time, so the shards the page adds load before
+    the DOM is read); the console messages, the cards shown and the first card's order rows."""
     url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                               "--v=0", f"--user-data-dir={profile}", "--dump-dom", url],
+                               "--v=0", f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
                               capture_output=True, text=True, timeout=timeout)
     dom = proc.stdout
     console = [line for line in proc.stderr.splitlines() if CONSOLE.search(line)]

@@ -36,7 +36,9 @@ class TextItem:
 
 @dataclass(eq=False)
 class ImageItem:
-    """An image known by file path, by pixels, or both. Pixels are loaded once and kept."""
+    """An image known by file path, by pixels, or both. An item with a file keeps its path and digest
+    only: its pixels come from the process's bounded cache (:mod:`bon.image_cache`) on every
+    :meth:`load`. An item made from pixels (a fresh generator output) holds them until they are saved."""
 
     path: Path | None = None
     _image: Image.Image | None = field(default=None, repr=False)
@@ -47,49 +49,87 @@ class ImageItem:
     def from_pil(cls, image: Image.Image) -> "ImageItem":
         return cls(path=None, _image=image.convert("RGB"))
 
-    def load(self) -> Image.Image:
-        if self._image is None:
-            if self.path is None:
-                raise BonError("image item has neither a path nor pixels")
-            from bon.backends.images import open_image
+    def load(self, evict: bool = True) -> Image.Image:
+        """The pixels (shared with the cache: copy before changing them). ``evict=False``: see
+        :meth:`bon.image_cache.ImageCache.load`."""
+        if self._image is not None:
+            return self._image
+        if self.path is None:
+            raise BonError("image item has neither a path nor pixels")
+        from bon.image_cache import IMAGES
 
-            with open_image(self.path, str(self.path)) as im:
-                self._image = im.convert("RGB")
-        return self._image
+        return IMAGES.load(self.path, self._decode, evict)
+
+    def read(self) -> Image.Image:
+        """The pixels decoded now, past the cache: for a file read once (a source copied into the run)."""
+        return self._image if self._image is not None else self.load() if self.path is None else self._decode()
+
+    def _decode(self) -> Image.Image:
+        from bon.backends.images import open_image
+
+        with open_image(self.path, str(self.path)) as im:
+            return im.convert("RGB")
+
+    def hold(self) -> "ImageItem":
+        """Keep the pixels on the item (they travel with it when pickled): for a worker whose files
+        the driver cannot read."""
+        self._image = self.load()
+        return self
+
+    def saved(self, path: Path) -> None:
+        """The pixels are now in the file at ``path``: keep that, let the pixels go."""
+        self.path, self._image = path, None
 
     @property
     def digest(self) -> str:
-        """Hash of the decoded pixels: independent of file name and PNG encoder settings."""
+        """Hash of the decoded pixels: independent of file name and PNG encoder settings. Computed once and kept."""
         if self._digest is None:
-            im = self.load()
-            h = hashlib.sha256(b"image\0")
-            h.update(f"{im.mode}:{im.width}x{im.height}\0".encode())
-            h.update(im.tobytes())
-            self._digest = h.hexdigest()
+            self._digest = pixel_digest(self.load())
         return self._digest
+
+
+def pixel_digest(im: Image.Image) -> str:
+    h = hashlib.sha256(b"image\0")
+    h.update(f"{im.mode}:{im.width}x{im.height}\0".encode())
+    h.update(im.tobytes())
+    return h.hexdigest()
 
 
 Item = Union[TextItem, ImageItem]
 
 
 def decode_images(items: Sequence[ImageItem], threads: int) -> list[bool]:
-    """Load and hash every image (each item keeps its pixels and digest) in ``threads`` threads: PIL's
-    decoder and hashlib let go of the GIL, so a driver about to fork workers, or to score every image,
-    has them ready sooner. True where it worked; a failure is left for the stage that reads the image
-    to report."""
+    """Decode and hash every image in ``threads`` threads (PIL's decoder and hashlib let go of the
+    GIL): each item keeps its digest, and the image cache keeps the first pixels that fit in its bound,
+    pushing none out, so workers forked next share them and a stage that reads every image in order
+    finds its first ones ready. True where it worked; a failure is left for the stage that reads the
+    image to report."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from bon.image_cache import IMAGES
+
     def decode(item: ImageItem) -> bool:
+        if item._digest is not None and IMAGES.bytes >= 0.99 * IMAGES.limit:
+            return True  # hashed before, and the cache is full: nothing left to do
         try:
-            item.digest  # loads (and keeps) the pixels, then hashes them
+            if item._digest is None:
+                item._digest = pixel_digest(item.load(evict=False))
+            else:
+                item.load(evict=False)
         except Exception:  # noqa: BLE001 - the stage's own read names the failure
             return False
         return True
 
     if threads <= 1:
         return [decode(item) for item in items]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(decode, items, chunksize=64))
+    pool = ThreadPoolExecutor(max_workers=threads)
+    try:
+        done = list(pool.map(decode, items, chunksize=64))
+    except BaseException:  # Ctrl-C: the queued images are dropped, not decoded first
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return done
 
 
 @dataclass(eq=False)
@@ -152,7 +192,7 @@ class Content:
                     raise BonError("content holds an unsaved image and no image folder was given")
                 target = image_dir / f"{stem}_{n}.png"
                 save_png(it.load(), target)  # copied in, so the folder is self-contained
-                it.path = target
+                it.saved(target)
             n += 1
             out.append(["image", relative_path(it.path, base)])
         return out

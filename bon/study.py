@@ -21,6 +21,7 @@ from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
 from bon.content import Candidate, ImageItem, Prompt, decode_images
+from bon.image_cache import IMAGES
 from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
@@ -271,9 +272,9 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
             finished("judge", specs[i].label)  # the judge's last reference died with _judge_one's frame
 
     open_store().close()  # schema, WAL mode and migrations once, before any worker opens the file
-    if workers > 1:
-        decode_once(candidates)
+    if workers > 1:  # what the judges read first (the preference set) is warmed first
         keep_decoded(run.mmrb2, list(pair_counts))
+        decode_once(candidates)
     books: JudgmentStore | None = None  # the driver's connection, opened once every worker is forked
     try:
         for done in run_jobs(one_judge, len(specs), workers, costs=_relative_costs("judge", specs)):
@@ -294,6 +295,7 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
         note(f"[bold yellow]stopped[/]: {stopped}")
     finally:
         forget_decoded()
+        IMAGES.clear()  # the analysis reads no pixels
         if books is not None:
             books.close()
     return accuracies, judge_stats, picks, stopped
@@ -301,8 +303,8 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
 
 def decode_once(candidates: dict[str, dict[str, list[Candidate]]]) -> None:
     """Decode and hash every candidate image here, in threads, before the verifier scores them and before
-    the judges' workers fork: they inherit the pixels and digests instead of each decoding every image
-    again (9 judges: 9 decodes per image)."""
+    the judges' workers fork: they inherit the digests, and the pixels the image cache's bound holds,
+    instead of each decoding every image again (9 judges: 9 decodes per image)."""
     decode_images([item for by_prompt in candidates.values() for cands in by_prompt.values()
                    for c in cands for item in c.content.items if isinstance(item, ImageItem)], usable_cores())
 

@@ -95,12 +95,12 @@ class FileCandidates(Generator):
         for prompt in prompts:
             for entry in self.pick(prompt.id, n):
                 for item in entry.content.images:
-                    item.load()
+                    item.read()  # decodes, checked; not cached: the run reads its own copies
 
     def sample(self, prompt: Prompt, seeds: Sequence[int]) -> list[Candidate]:
         out = []
         for k, (seed, entry) in enumerate(zip(seeds, self.pick(prompt.id, len(seeds)))):
-            items = [ImageItem.from_pil(it.load()) if isinstance(it, ImageItem) else TextItem(it.text)
+            items = [ImageItem.from_pil(it.read()) if isinstance(it, ImageItem) else TextItem(it.text)
                      for it in entry.content]
             prov = {"adapter": self.adapter, "source": entry.source}
             if entry.provenance:

@@ -1647,6 +1647,11 @@ def _fixture_command(argv: list[str], cwd: Path) -> Outcome:
     return outcome
 
 
+def view_text(folder: Path) -> str:
+    """`bon view`'s page in ``folder`` and its shards, as one text."""
+    return "".join(f.read_text(encoding="utf-8") for f in [folder / "view.html", *sorted((folder / "view-data").glob("*.js"))])
+
+
 def _view_summary(stdout: str) -> str:
     return stdout[stdout.find("("):].strip()
 
@@ -1836,7 +1841,7 @@ def make_view_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
         if not check:
             return None
         got = _view_summary(stdout)
-        page = (case.cwd / "out" / "view.html").read_text(encoding="utf-8")
+        page = view_text(case.cwd / "out")
         if got != extras.view_summary:
             return f"view found {got!r}, the finished study gives {extras.view_summary!r}"
         return "a verdict shown as not in the judgment store" if "not in the judgment store" in page else None

@@ -350,3 +350,12 @@ def test_option_values_are_yaml_but_a_hash_is_text():
                    "empty": None}
     with pytest.raises(BonError, match="not valid YAML"):
         parse_options(("xs=[a, b",))
+
+
+def test_progress_lines_give_the_rate_and_the_time_left():
+    from bon.progress import progress_line
+
+    assert progress_line("judge", 40_000, 100_000, 12.0) == "judge: 40,000/100,000 (12 s, 3,333/s, about 18 s left)"
+    assert progress_line("judge", 3, 1_000, 2.0) == "judge: 3/1,000 (2 s, 1.5/s, about 11 min left)"
+    assert progress_line("judge", 5, 5, 2.0) == "judge: 5/5 (2 s, 2.5/s)"
+    assert progress_line("judge", 1, 3, 0.2) == "judge: 1/3 (0 s)"  # no rate before a second has passed

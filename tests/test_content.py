@@ -72,19 +72,20 @@ def test_user_files_refuse_a_torn_last_line(tmp_path):
         list(read_jsonl(path, torn_tail_ok=False))
 
 
-def test_decode_once_keeps_pixels_and_leaves_a_missing_file_to_the_judge(tmp_path):
+def test_decode_once_keeps_digests_caches_pixels_and_leaves_a_missing_file_to_the_judge(tmp_path):
     from bon.study import decode_once
 
     _image((1, 2, 3)).save(tmp_path / "a.png")
     good, gone = ImageItem(tmp_path / "a.png"), ImageItem(tmp_path / "gone.png")
     cands = [Candidate("p1", i, "g", 0, Content([item])) for i, item in enumerate((good, gone))]
     decode_once({"g": {"p1": cands}})  # no error for the missing file
-    assert good._image is not None and good._digest == ImageItem(tmp_path / "a.png").digest
+    assert good._image is None and good._digest == ImageItem(tmp_path / "a.png").digest  # the item: path and digest
+    assert good.load() is ImageItem(tmp_path / "a.png").load()  # the pixels: one copy, in the cache
     with pytest.raises(BonError, match="not found"):
         gone.load()  # the judge that reads it reports it, as before
 
 
-def test_decode_images_keeps_pixels_and_digests_and_leaves_failures_to_the_reader(tmp_path):
+def test_decode_images_keeps_digests_and_leaves_failures_to_the_reader(tmp_path):
     paths = []
     for k in range(5):
         paths.append(tmp_path / f"{k}.png")
@@ -95,4 +96,4 @@ def test_decode_images_keeps_pixels_and_digests_and_leaves_failures_to_the_reade
         assert decode_images(items, threads) == [True] * 5 + [False, False]
         fresh = [ImageItem(path=p) for p in paths]
         assert [it.digest for it in items[:5]] == [it.digest for it in fresh]
-        assert all(it._image is not None for it in items[:5]) and items[5]._image is None
+        assert all(it._image is None and it._digest for it in items[:5])

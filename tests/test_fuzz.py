@@ -537,7 +537,7 @@ def test_view_finds_the_verdicts_without_or_with_an_edited_stats_json(fixtures, 
         os.chdir(here)
     printed = capfd.readouterr().out
     assert fuzz_cases._view_summary(printed) == extras.view_summary
-    assert "not in the judgment store" not in (tmp_path / "v/view.html").read_text(encoding="utf-8")
+    assert "not in the judgment store" not in fuzz_cases.view_text(tmp_path / "v")
     assert fuzz_cases.snapshot(tmp_path / "run") == before and not list((tmp_path / "run").glob("*.sqlite-*"))
 
 

@@ -116,18 +116,25 @@ def test_kept_images_are_shared_and_a_broken_one_is_left_to_the_judge(tmp_path):
         pairs = judge_bench.load_pairs(bench / "t2i.json")
         first = judge_bench.pair_comparisons(pairs[0], "t2i", bench, 1)[0]
         again = judge_bench.pair_comparisons(pairs[0], "t2i", bench, 1)[0]
-        assert first.a.items[0] is again.a.items[0] and first.a.items[0]._image is not None  # decoded once, shared
+        assert first.a.items[0] is again.a.items[0] and first.a.items[0]._digest is not None  # hashed once, shared
+        assert first.a.items[0]._image is None  # the pixels live in the bounded image cache, not on the item
         broken = judge_bench.pair_comparisons(pairs[2], "t2i", bench, 1)[0].b.items[0]
-        assert broken._image is None  # not kept: loading it fails in the judge, as before
+        assert broken._digest is None  # not kept: loading it fails in the judge, as before
     finally:
         judge_bench.forget_decoded()
     assert not judge_bench._KEPT
 
 
-def test_kept_images_stop_at_the_byte_budget(tmp_path):
+def test_kept_images_are_all_hashed_and_their_pixels_stop_at_the_cache_bound(tmp_path, monkeypatch):
+    from bon.image_cache import IMAGES
+
     bench = _bench(tmp_path, n_pairs=3)
+    monkeypatch.setattr(IMAGES, "_limit", 3 * 32 * 32 * 4)  # three 32x32 RGB images (PIL: 4 bytes a pixel)
+    IMAGES.clear()
     try:
-        judge_bench.keep_decoded(bench, ["t2i"], budget=3 * 32 * 32 * 3)  # three 32x32 RGB images
-        assert len(judge_bench._KEPT) == 3
+        judge_bench.keep_decoded(bench, ["t2i"])
+        assert len(judge_bench._KEPT) > 3 and all(item._digest for item in judge_bench._KEPT.values())
+        assert IMAGES.bytes == 3 * 32 * 32 * 4  # warming pushes nothing out: the first three stay
     finally:
         judge_bench.forget_decoded()
+        IMAGES.clear()

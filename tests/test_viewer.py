@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from analysis.viewer import write_viewer
+from analysis.viewer import read_shards, write_viewer
 from analysis_run import make_run
 from bon.cli import main
 from bon.content import load_candidates, load_prompts
@@ -54,9 +54,16 @@ def viewed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def page_data(page: Path) -> dict:
-    html = page.read_text(encoding="utf-8")
-    raw = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1)
-    return json.loads(raw)
+    """Every shard of the page as one packed table (each shard's string and content numbers shifted)."""
+    strings, contents, items = [], [], []
+    for shard in read_shards(page)["shards"]:
+        so, co = len(strings), len(contents)
+        strings += shard["strings"]
+        contents += shard["contents"]
+        for it in shard["items"]:
+            items.append([*it[:5], *(k + co for k in it[5:8]), *(k + so for k in it[8:11]), it[11],
+                          [*it[12][:2], it[12][2] + so], [*it[13][:2], it[13][2] + so], it[14]])
+    return {"strings": strings, "contents": contents, "items": items}
 
 
 def test_every_pair_and_match_has_both_orders(viewed: Path) -> None:
@@ -103,3 +110,31 @@ def test_a_missing_run_folder_is_one_line_and_creates_nothing(tmp_path: Path, ca
     assert main(["view", "--run", str(missing)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"bon: error: {missing}: no such run folder" and not missing.exists()
+
+
+def test_items_come_from_shards_a_filter_loads(viewed: Path, tmp_path: Path, monkeypatch) -> None:
+    """Small shards (per kind, task and judge): view.html holds no item, every item is in one shard, a shard of an earlier, larger build
+    is removed, and the browser shows cards gathered from several shards (with an id filter that loads them all)."""
+    import analysis.viewer as viewer
+
+    out = tmp_path / "small"
+    (out / viewer.SHARDS).mkdir(parents=True)
+    (out / viewer.SHARDS / "00099.js").write_text("bonViewShard('00099.js','old',{});\n")
+    monkeypatch.setattr(viewer, "SHARD_ITEMS", 3)
+    page, data = write_viewer(viewed, out)
+    found = read_shards(page)
+    assert [s[4] for s in found["index"]["shards"]] == [3, 1, 3, 1, 3, 1, 2] and found["index"]["total"] == 14
+    assert sorted(p.name for p in (out / viewer.SHARDS).iterdir()) == [f"{i:05d}.js" for i in range(7)]
+    assert EVIL not in page.read_text(encoding="utf-8") and "judge-1" in page.read_text(encoding="utf-8")
+    assert len(page_data(page)["items"]) == 14
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from view_check import check_page, find_chromium
+
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium installed (apt-get install chromium)")
+    pair_id = data["items"][0]["id"]
+    r = check_page(chromium, page, f"kind=pair&id={pair_id}")
+    assert r["returncode"] == 0 and r["console"] == [] and r["first_kind"] == "pair"
+    want = sum(1 for it in data["items"] if it["kind"] == "pair" and pair_id.lower() in it["id"].lower())
+    assert want == 3 and r["cards"] == want and r["count"] == f"showing {want} of {want} (14 in all)"

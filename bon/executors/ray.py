@@ -102,7 +102,7 @@ class PluginWorker:
             for c in cands:
                 for item in c.content:
                     if getattr(item, "kind", "") == "image" and item.path is not None:
-                        item.load()
+                        item.hold()  # a file on this worker's disk: its pixels travel
         return out
 
     def score(self, label: str, items: list[tuple[Prompt, Candidate]]) -> list[Score]:

@@ -46,15 +46,15 @@ def _content(raw: list, bench_dir: Path, folder: str, where: str) -> Content:
     return Content.from_json(items, base, where, image=image)
 
 
-_KEPT: dict[Path, ImageItem] = {}  # the preference set's images, decoded once by the driver (keep_decoded)
-KEEP_BYTES = 512 * 2**20  # decoded pixels kept at most (the demo's set: ~85 MB); the rest is decoded per judge
+_KEPT: dict[Path, ImageItem] = {}  # the preference set's images by path, hashed once by the driver (keep_decoded)
 
 
-def keep_decoded(bench_dir: Path, tasks: list[str], budget: int = KEEP_BYTES) -> None:
-    """Decode and hash the preference set's images here (in threads), before the judges' workers fork:
-    each worker then shares them instead of decoding every image again (9 judges: 9 decodes per image),
-    up to ``budget`` bytes of pixels. Anything that fails to read is skipped; the judge that reads it
-    reports it, as before. :func:`forget_decoded` lets them go."""
+def keep_decoded(bench_dir: Path, tasks: list[str]) -> None:
+    """Hash the preference set's images here (in threads), before the judges' workers fork, so every
+    judge shares one item (path and digest) per image instead of hashing it again (9 judges: 9 decodes
+    per image); their pixels go to the image cache as far as its bound allows (:func:`decode_images`).
+    Anything that fails to read is skipped; the judge that reads it reports it, as before.
+    :func:`forget_decoded` lets them go."""
     from bon.stages.pool import usable_cores
 
     items: dict[Path, ImageItem] = {}
@@ -73,14 +73,8 @@ def keep_decoded(bench_dir: Path, tasks: list[str], budget: int = KEEP_BYTES) ->
                 if item.path not in _KEPT:
                     items.setdefault(item.path, item)
     todo = list(items.values())
-    for start in range(0, len(todo), 256):  # a batch at a time: no more decoded than the budget keeps
-        batch = todo[start:start + 256]
-        for item, ok in zip(batch, decode_images(batch, usable_cores())):
-            if not ok:
-                continue
-            budget -= item.load().width * item.load().height * 3
-            if budget < 0:
-                return
+    for item, ok in zip(todo, decode_images(todo, usable_cores())):
+        if ok:
             _KEPT[item.path] = item
 
 

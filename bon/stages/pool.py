@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -46,11 +47,13 @@ _JOB: Callable[[int], Any] | None = None  # set in the driver just before forkin
 
 
 def _worker_setup(driver: int) -> None:
-    """Run in each worker right after the fork. The worker dies with the driver (a killed driver
+    """Run in each worker right after the fork. Ctrl-C is the driver's to handle (it stops every worker
+    at once, :func:`_stop_workers`); the worker dies with the driver (a killed driver
     leaves no orphan judging on and writing to the store next to a rerun), and a thread pool the
     parent had started does not exist in the child, so torch is told to work on the calling thread (one
     worker per core already uses every core). OpenCV's pool is emptied by the driver before the fork
     (:func:`_opencv_single_threaded`): resizing it here would wait forever on the parent's threads."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(driver)
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -60,7 +63,6 @@ def _worker_setup(driver: int) -> None:
 def _die_with_parent(driver: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
     import ctypes
-    import signal
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
@@ -146,11 +148,26 @@ def jobs_started(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator
                 futures = [pool.submit(_call, i) for i in range(jobs)]
             try:
                 yield (future.result() for future in futures)
-            finally:
-                for future in futures:  # a block that failed does not wait for jobs nobody will read
-                    future.cancel()
+            except BaseException:  # Ctrl-C, an error, a reader that stopped: nobody reads the rest
+                _stop_workers(pool)
+                raise
     finally:
         _JOB = None
+
+
+def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 0.5) -> None:
+    """End every worker of ``pool`` now (SIGTERM, then SIGKILL after ``grace_s``) and drop its queued
+    jobs: after Ctrl-C or a failed stage no worker goes on computing, printing or writing. What a
+    worker stored before is kept (the store is crash-safe) and a rerun resumes from it."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(grace_s)
+        if process.is_alive():
+            process.kill()
+            process.join(grace_s)
 
 
 def run_named(jobs: Mapping[str, Callable[[], Any]], workers: int | None = None) -> dict[str, Any]:

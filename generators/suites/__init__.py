@@ -53,9 +53,9 @@ class LazyImage(ImageItem):
     fetch: Callable[[], Image.Image] | None = field(default=None, repr=False)
     origin: str = ""
 
-    def load(self) -> Image.Image:
+    def load(self, evict: bool = True) -> Image.Image:
         if self._image is not None or self.path is not None or self.fetch is None:
-            return super().load()
+            return super().load(evict)
         try:
             image = self.fetch()
         except BonError:

@@ -24,7 +24,7 @@ from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
 from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, seeded_uniform
 
 
-_INK = LruCache(8192)  # image digest -> its ink: a replay asks the same images again and again
+_INK = LruCache()  # image digest -> its ink: a replay asks the same images again and again
 
 
 def ink(response: Content) -> float | None:

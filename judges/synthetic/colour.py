@@ -161,7 +161,7 @@ class ColourHistogramJudge(ScoringJudge):
         super().__init__(name=name, seed=seed)
         self.min_share = float(min_share)
         self.edit_scale = float(edit_scale)
-        self._cache = LruCache(size=8192)
+        self._cache = LruCache()
 
     def options(self) -> dict[str, Any]:
         return {"palette": sorted(COLOURS)}

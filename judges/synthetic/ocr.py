@@ -32,7 +32,7 @@ from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, quote
 _ENGINE: Any = None
 _ENGINE_ERROR: str | None = None
 _ENGINE_LOCK = threading.Lock()
-_READ_CACHE = LruCache(size=100_000)  # digest -> text read; strings are small
+_READ_CACHE = LruCache()  # digest -> text read; strings are small
 
 
 def _forget_engine() -> None:

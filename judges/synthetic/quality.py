@@ -221,7 +221,7 @@ class QualityJudge(ScoringJudge):
                 raise BonError(f"{self.name}: unknown quality weights {sorted(unknown)} (known: {sorted(w)})")
             w.update({k: float(v) for k, v in weights.items()})
         self.weights = w
-        self._cache = LruCache(size=8192)
+        self._cache = LruCache()
 
     def options(self) -> dict[str, Any]:
         return {"weights": dict(self.weights)}

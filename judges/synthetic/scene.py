@@ -30,8 +30,8 @@ class SceneJudge(ScoringJudge):
 
     def __init__(self, name: str | None = None, seed: int = 0) -> None:
         super().__init__(name=name, seed=seed)
-        self._specs = LruCache(4096)
-        self._scores = LruCache(65536)
+        self._specs = LruCache()
+        self._scores = LruCache()
 
     def options(self) -> dict[str, Any]:
         return {"resolution": self.resolution}

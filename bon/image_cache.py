@@ -1,0 +1,120 @@
+"""Decoded images, one cache per process, bounded in bytes: what a study holds of its pixels.
+
+A candidate keeps its path and digest; its pixels are decoded when a stage reads them and live here
+until newer ones push them out (least recently used first), so memory does not grow with the study.
+The bound is ``BON_IMAGE_CACHE`` (bytes, or with a K/M/G suffix; default 1G; 0 keeps nothing).
+Entries are keyed by file (path, size and modification time), so a file rewritten in place is
+decoded again. A forked worker inherits the driver's entries (shared pages, not copies): it never
+evicts them (that would free nothing) and caches its own decodes only in the room they leave.
+Cached images are shared: a caller that changes pixels works on a copy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from bon.errors import BonError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+CACHE_ENV = "BON_IMAGE_CACHE"
+DEFAULT_CACHE_BYTES = 2**30  # 1 GiB: 256 decoded 1024 x 1024 RGB images (PIL: 4 bytes a pixel), 16,384 of 128 x 128
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+Key = tuple[str, int, int]
+
+
+def cache_limit() -> int:
+    """The cache's bound in bytes, from ``BON_IMAGE_CACHE`` (e.g. ``512M``, ``2G``, ``0``)."""
+    raw = os.environ.get(CACHE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CACHE_BYTES
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", raw.upper())
+    if not match:
+        raise BonError(f"{CACHE_ENV}: expected a size in bytes such as 512M or 2G (0 keeps no pixels), got {raw!r:.40}")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def image_bytes(image: "Image.Image") -> int:
+    """Memory of decoded pixels: PIL keeps every multi-band mode (RGB too) at 4 bytes a pixel."""
+    return image.width * image.height * {"1": 1, "L": 1, "P": 1, "I;16": 2}.get(image.mode, 4)
+
+
+class ImageCache:
+    """Least recently used decoded images up to ``limit`` bytes (None: :func:`cache_limit`, read at first use)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._limit = limit
+        self._data: OrderedDict[Key, "Image.Image"] = OrderedDict()
+        self._inherited: dict[Key, "Image.Image"] = {}  # a forked worker's entries from the driver: kept
+        self.bytes = self.peak = 0  # of every entry, inherited ones included
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            self._limit = cache_limit()
+        return self._limit
+
+    def load(self, path: Path, decode: Callable[[], "Image.Image"], evict: bool = True) -> "Image.Image":
+        """The decoded image of the file at ``path`` (``decode()`` on a miss). ``evict=False`` (warming
+        the cache before workers fork) keeps a new image only if it fits without pushing others out."""
+        key = _file_key(path)
+        if key is None:  # no such file (or unreadable): decode() reports it
+            return decode()
+        with self._lock:
+            hit = self._inherited.get(key) or self._data.get(key)
+            if hit is not None:
+                if key in self._data:
+                    self._data.move_to_end(key)
+                self.hits += 1
+                return hit
+            self.misses += 1
+        image = decode()
+        self._keep(key, image, evict)
+        return image
+
+    def _keep(self, key: Key, image: "Image.Image", evict: bool) -> None:
+        size = image_bytes(image)
+        with self._lock:
+            if key in self._data or key in self._inherited or size > self.limit:
+                return
+            if self.bytes + size > self.limit and not evict:
+                return
+            while self.bytes + size > self.limit and self._data:
+                self.bytes -= image_bytes(self._data.popitem(last=False)[1])
+            if self.bytes + size > self.limit:
+                return  # the rest are the driver's: no room to make here
+            self._data[key] = image
+            self.bytes += size
+            self.peak = max(self.peak, self.bytes)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._inherited = {}
+            self.bytes = 0
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # a lock another thread of the driver held at the fork stays held
+        self._inherited.update(self._data)
+        self._data = OrderedDict()
+
+
+def _file_key(path: Path) -> Key | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.fspath(path), st.st_mtime_ns, st.st_size)
+
+
+IMAGES = ImageCache()  # the process's one cache; forked workers start with the driver's entries
+os.register_at_fork(after_in_child=IMAGES._after_fork)

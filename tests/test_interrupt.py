@@ -1,0 +1,78 @@
+"""Ctrl-C stops every worker and every progress line within 2 s (issue 36)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers: Linux only")
+
+
+def _marked(marker: str) -> list[int]:
+    """Processes whose environment carries ``marker`` (the demo and every worker it forked)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("whom", ["driver", "group"])
+def test_ctrl_c_during_forked_generation_stops_every_worker_and_line_within_2_s(tmp_path, whom):
+    """SIGINT to the driver alone (``kill -INT``) or to its process group (a terminal's Ctrl-C) while two
+    forked workers generate: the command exits 130, its stderr (held open by every worker) closes, and
+    no process of the run is left, all within 2 s."""
+    marker = f"BON_INTERRUPT_TEST={uuid.uuid4().hex}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "BON_WORKERS": "2",
+           marker.split("=")[0]: marker.split("=")[1]}
+    env.pop("BON_QUIET", None)
+    proc = subprocess.Popen([sys.executable, "-m", "bon.cli", "demo", "--out", str(tmp_path / "demo"), "--prompts", "12"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path, start_new_session=True)
+    lines: list[tuple[float, str]] = []
+    closed = threading.Event()
+
+    def read() -> None:
+        for raw in proc.stderr:
+            lines.append((time.monotonic(), raw.decode(errors="replace")))
+        closed.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("prompts:") for _, line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(line for _, line in lines)
+            time.sleep(0.05)
+        time.sleep(1.5)  # the generators' workers are forked and busy
+        workers = [pid for pid in _marked(marker) if pid != proc.pid]
+        assert workers, "no forked worker to stop"
+        sent = time.monotonic()
+        if whom == "driver":
+            os.kill(proc.pid, signal.SIGINT)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+        assert closed.wait(timeout=10)
+        exited = time.monotonic() - sent
+        assert exited < 2.0, f"stderr closed {exited:.1f} s after SIGINT"
+        assert not [line for t, line in lines if t > sent + 2.0]
+        assert "interrupted" in lines[-1][1]
+        assert not _marked(marker), "a worker outlived the interrupted command"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
