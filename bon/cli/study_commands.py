@@ -245,19 +245,25 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
               help="JSONL: one benchmark item per line in its own fields, plus response text and/or image paths.")
 @click.option("--out-file", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="One JSON line per item: id, score and the details behind it (a rerun reuses them).")
+@click.option("--images-root", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="The folder the items' image paths are relative to, and read only from (default: the items file's).")
 @json_option("the aggregate")
 def score(verifier_spec: str, verifier_options: tuple[str, ...], items_file: Path, out_file: Optional[Path],
-          json_out: Optional[Path]) -> None:
+          images_root: Optional[Path], json_out: Optional[Path]) -> None:
     """Score given responses with a verifier's (official) metric; the last line is the aggregate as JSON."""
+    from bon.redact import redact
     from verifiers.score_items import score_items
 
     options = parse_options(verifier_options, "--verifier-option")
     check_output_file(out_file, "--out-file")
     check_output_file(json_out)
-    result = score_items(verifier_spec, options, items_file, out_file)
+    for other, flag in ((out_file, "--out-file"), (items_file, "--items")):
+        if json_out is not None and other is not None and json_out.resolve() == other.resolve():
+            raise BonError(f"--json {json_out}: is the {flag} file too; name another file")
+    result = redact(score_items(verifier_spec, options, items_file, out_file, images_root))
     failed = f", {result['failed']} failed" if result["failed"] else ""
     reused = f", {result['reused']} from an earlier run" if result["reused"] else ""
-    print(f"scored {result['items']} item{'' if result['items'] == 1 else 's'}{failed}{reused}" + (f" -> {out_file}" if out_file else ""), file=sys.stderr)
+    print(redact(f"scored {result['items']} item{'' if result['items'] == 1 else 's'}{failed}{reused}" + (f" -> {out_file}" if out_file else "")), file=sys.stderr)
     write_numbers(json_out, result["aggregate"])
     click.echo(json.dumps(result["aggregate"], ensure_ascii=False, allow_nan=False))
     _exit_if_pending({"items": result["transient"]})
