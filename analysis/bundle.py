@@ -21,6 +21,7 @@ from analysis.bon_metrics import apply_on_failure, bon_metrics, failure_counts, 
 from analysis.headroom import headroom_table
 from analysis.leaderboard import all_leaderboards
 from analysis.power import power_analysis
+from analysis.prediction import LEVEL as PREDICTION_LEVEL, gain_data, validation
 from analysis.predictors import bundle_records, figure_title
 from analysis.statistics import (AXIS_COLUMNS, JudgeAxis, PairOutcomes, Setting, accuracy_axis,
                                  correlation_intervals, run_judge_axis, settings_from_prompts)
@@ -74,6 +75,7 @@ class ReportBundle:
     correlations_other: pd.DataFrame | None = None  # the correlation under the other grader-judge choice
     scoring: dict[str, Any] = field(default_factory=dict)  # the verifier's metric and its failed scores (scoring_record)
     run: Run | None = field(default=None, repr=False)  # what it was computed from (the renderers' sample candidates)
+    prediction: dict[str, Any] | None = None  # analysis.prediction.validation: held-out judges' predicted gains
 
     @property
     def excluded_judges(self) -> list[str]:
@@ -169,6 +171,8 @@ class ReportBundle:
             out["headroom"] = self.headroom
         if self.power:
             out["power"] = self.power["grid"]
+        if self.prediction is not None:
+            out["predictions"] = self.prediction["rows"]
         return out
 
     def pooled(self) -> dict[str, Any]:
@@ -219,7 +223,7 @@ class ReportBundle:
             "leaderboards": self.leaderboards,
             "power": None if not power else {k: power[k] for k in ("model", "width", "recommendation", "grid")},
             "study": self.study, "predictors": self.predictors, "headroom": self.headroom, "leakage": self.leakage,
-            "correlations_other": self.correlations_other, "scoring": self.scoring,
+            "correlations_other": self.correlations_other, "scoring": self.scoring, "prediction": self.prediction,
             "tradeoff": None if not self.tradeoff else {**self.tradeoff, "cheapest_within": {
                 "max_loss": self.max_loss, "judges": self.cheapest()}},
         })
@@ -388,6 +392,8 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         "metrics": lambda: bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n),
         "predictors": lambda: bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs,
                                              predictor_source, excluded=left_out),
+        "prediction": lambda: {"level": PREDICTION_LEVEL, **validation(
+            gain_data(settings, prompts, axis, left_out, bootstrap, seed), seed, PREDICTION_LEVEL)},
     })
     metrics = with_accuracies(parts["metrics"], acc)
     lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
@@ -408,7 +414,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         study=study, versions=config.get("versions") or {}, stats=stats, predictors=parts["predictors"],
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
-                               (stats.get("identities") or {}).get("verifier")))
+                               (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"])
 
 
 def prompt_tasks(run: Run) -> dict[str, str]:

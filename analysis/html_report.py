@@ -339,6 +339,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
              f"{int(round(100 * float(level)))}% intervals</div>"]
     sections = [("answer", "The answer"), ("correlations", "Correlations"), ("judges", "Best-of-N per judge"),
                 ("accuracy", "Judge accuracy"), ("predictors", "Which number predicts"),
+                ("prediction", "Will this judge help?"),
                 ("reranker", "Choosing a reranker"), ("tradeoff", "Cost against quality"), ("curves", "Best-of-n curves"),
                 ("power", "Study size"), ("samples", "Sample prompts"), ("method", "Method"), ("data", "Data")]
     parts.append("<nav>" + "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections) + "</nav>")
@@ -348,6 +349,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
     parts.append('<h2 id="answer">The answer</h2>')
     parts.append(_summary(corr, b.r_undefined()))
     parts.append(f'<p><b>The axes:</b> {esc(b.axes_sentence())}</p>')
+    parts.append(held_out_html(b.prediction))
     parts.append(figure_html(figs.get("correlation"),
                              "One panel per task, one marker, colour and fit-line pattern per base generator. Above each "
                              "panel: Pearson r and Spearman ρ across judges with 95% bootstrap intervals (judges, prompts "
@@ -384,6 +386,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
     parts.append(html_table(records(acc), acc_cols, "acc"))
 
     parts.append(predictors_html(b.predictors))
+    parts.append(prediction_html(b.prediction))
 
     # reranker
     parts.append('<h2 id="reranker">Choosing a reranker</h2>')
@@ -498,6 +501,35 @@ def predictors_html(rec: Mapping[str, Any] | None) -> str:
             col("r overall", "r_overall", "+.2f"), col("difference", "difference", "+.2f"),
             interval("95% CI", "diff_lo", "diff_hi"), col("p", "p_boot", fmt_p), text("verdict", "verdict")]))
     return "".join(parts)
+
+
+def held_out_html(rec: Mapping[str, Any] | None) -> str:
+    """The answer's sentence on held-out judges (:func:`analysis.prediction.answer_sentence`), or nothing."""
+    from analysis.prediction import answer_sentence
+
+    sentence = answer_sentence(rec["summary"], rec["level"]) if rec else ""
+    return f"<p>{esc(sentence.replace('**', ''))} <a href=\"#prediction\">Details</a>.</p>" if sentence else ""
+
+
+def prediction_html(rec: Mapping[str, Any] | None) -> str:
+    """Held-out validation of ``bon predict`` (:mod:`analysis.prediction`): leave one judge out, one generator out."""
+    if not rec or rec["summary"].empty:
+        return ""
+    from analysis.prediction import answer_sentence
+
+    pct = round(100 * rec["level"])
+    sentence = answer_sentence(rec["summary"], rec["level"]).replace("**", "")
+    return ('<h2 id="prediction">Will this judge help? Predicted gains of held-out judges</h2>'
+            f"<p>{esc(sentence)}</p>"
+            '<p class="muted small">Per task and generator, a line through the judges\' accuracy and gain predicts a judge\'s '
+            f"gain with a {pct}% prediction interval (<code>bon predict</code>). <i>judge</i>: each judge left out in turn; "
+            "<i>generator X</i>: X's line predicts the judges' gains on the other generator. Pooled ρ: within settings. "
+            "Every prediction: <code>predictions.csv</code>.</p>"
+            + html_table(records(rec["summary"]), [
+                text("left out", "holdout"), TASK, text("generator", "generator"), col("predictions", "n"),
+                col("MAE (gain)", "mae", ".3f"), text(f"inside {pct}% interval", lambda r: f"{r['covered']} of {r['n']}"),
+                col("coverage", "coverage", ".0%"), col("Spearman ρ", "spearman_rho", "+.2f"),
+                col("slope CI has 0", "no_relation")], "prediction"))
 
 
 def cheapest_html(rows: Sequence[Mapping[str, Any]], max_loss: float) -> str:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import leakage
+from analysis.prefilter import cost_text
 from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, no_information, percentile_ci, prompt_level,
                                   prompt_weights, setting_intervals, setting_matrix, weighted_means)
 from bon.errors import BonError
@@ -273,5 +274,5 @@ def format_cheapest(rows: list[dict[str, Any]], max_loss: float) -> str:
         full = "-" if r.get("full_calls_per_prompt") is None else f"{r['full_calls_per_prompt']:.2f}"
         loss = "-" if r.get("loss") is None else f"{r['loss']:+.4f}"
         lines.append(f"{str(r['judge'])[:21]:<22}{str(r['cheapest_setting'])[:29]:<30}{r['calls_per_prompt']:>13.2f}{full:>7}"
-                     f"{money:>10}{loss:>9}{r.get('gating') or '':>10}")
+                     f"{money:>10}{loss:>9}{r.get('gating') or '':>10}{cost_text(r)}")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from analysis.bundle import (CORRELATION_COLUMNS, DASH, SCOPES, ReportBundle, fi
 from analysis.markdown import md_label
 from analysis.bon_metrics import task_order, uninformed_judges
 from analysis.plots import TASK_TITLES
+from analysis.prediction import answer_sentence
 from analysis.predictors import section_markdown
 from analysis.tradeoff import tradeoff_markdown
 from bon.runfolder import RunFolder
@@ -291,6 +292,38 @@ def _predictors(b: ReportBundle, out: RunFolder) -> str:
     return section_markdown(b.predictors) if b.predictors else ""
 
 
+def _prediction_answer(b: ReportBundle, out: RunFolder) -> str:
+    """One sentence beside the answer: how far held-out judges' gains land from their predictions."""
+    p = b.prediction
+    text = answer_sentence(p["summary"], p["level"]) if p else ""
+    return (text + " Details: \"Will this judge help?\" below.\n") if text else ""
+
+
+def _prediction(b: ReportBundle, out: RunFolder) -> str:
+    """Held-out validation of ``bon predict``: leave one judge out, and one generator out (analysis.prediction)."""
+    p = b.prediction
+    if not p or p["summary"].empty:
+        return ""
+    s = p["summary"]
+    pct = round(100 * p["level"])
+    table = pd.DataFrame({
+        "left out": ["one judge" if h == "judge" else "one generator" if h == "generator" else
+                     f"{md_label(h.split(' ', 1)[1])}'s line" for h in s["holdout"]],
+        "task": [TASK_TITLES.get(t, t) for t in s["task"]], "generator": s["generator"], "predictions": s["n"],
+        "MAE (gain)": s["mae"], f"inside {pct}% interval": [f"{c} of {n} ({c / n:.0%})" if n else DASH
+                                                        for c, n in zip(s["covered"], s["n"])],
+        "Spearman ρ": s["spearman_rho"], "slope CI has 0": s["no_relation"]})
+    return (f"## Will this judge help? Predicted gains of held-out judges\n\nPer task and generator, a line through the "
+            "judges' MMRB2 accuracy and Best-of-N gain (the leakage policy's judges left out) predicts a judge's gain from "
+            f"its accuracy with a {pct}% prediction interval (`bon predict`). Here each judge is left out in turn and "
+            "predicted from the others (*one judge*); where a task has two generators, one generator's line predicts "
+            "the judges' gains on the other (*X's line*). *MAE*: mean absolute error of the predicted gain; *inside*: "
+            "measured gains inside their intervals; *Spearman ρ*: predicted against measured gains (pooled rows: "
+            "within settings); *slope CI has 0*: predictions whose fit's slope interval contains 0, for which `bon "
+            "predict` gives no number (they are scored here all the same). Every prediction: `predictions.csv`.\n\n"
+            + markdown_table(table, {"MAE (gain)": "{:.3f}", "Spearman ρ": "{:+.2f}"}))
+
+
 def _tradeoff(b: ReportBundle, out: RunFolder) -> str:
     """Calls per prompt against Best-of-N score for every way of running each judge (``bon tradeoff``)."""
     if not b.tradeoff or not b.tradeoff.get("records"):
@@ -310,8 +343,8 @@ def _files(b: ReportBundle, out: RunFolder) -> str:
 
 
 SECTIONS: list[Callable[[ReportBundle, RunFolder], str]] = [
-    _header, _what_was_run, _how_to_read, _figure, _correlations, _headroom, _per_task, _predictors, _tradeoff, _interpretation,
-    _files]
+    _header, _prediction_answer, _what_was_run, _how_to_read, _figure, _correlations, _headroom, _per_task, _predictors,
+    _prediction, _tradeoff, _interpretation, _files]
 
 
 # --- markdown helpers ---------------------------------------------------------------------------

@@ -486,9 +486,12 @@ def json_judge_axis(files: Mapping[str, Path]) -> JudgeAxis:
         if not isinstance(tasks, dict):
             raise BonError(f"{path}: expected the JSON of `bon mmrb2 accuracy --json` (a \"tasks\" object)")
         for scorer, r in tasks.items():
-            rows.append({"judge": judge, "task": bon_task(scorer),
-                         "accuracy": np.nan if r["accuracy"] is None else float(r["accuracy"]), "n_pairs": int(r.get("evaluated_pairs", 0)),
-                         "n_judgements": int(r.get("judgements", 0)), "source": str(path)})
+            where = f"{path}: tasks.{scorer}"
+            if not isinstance(r, dict) or not is_task(scorer):
+                raise BonError(f"{where}: expected a task of MMRB2 with an object of accuracy, evaluated_pairs, judgements")
+            rows.append({"judge": judge, "task": bon_task(scorer), "accuracy": _percent(r.get("accuracy"), f"{where}.accuracy"),
+                         "n_pairs": _count(r.get("evaluated_pairs", 0), f"{where}.evaluated_pairs"),
+                         "n_judgements": _count(r.get("judgements", 0), f"{where}.judgements"), "source": str(path)})
     return JudgeAxis("accuracy JSON", pd.DataFrame(rows, columns=AXIS_COLUMNS))
 
 
@@ -496,13 +499,78 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
     """The MMRB2 paper's judge accuracies shipped with bon (``#`` lines are comments)."""
     path = Path(path or PUBLISHED_CSV)
     try:
-        table = pd.read_csv(path, comment="#")
+        table = pd.read_csv(path, comment="#", dtype={"judge": str, "task": str})
     except FileNotFoundError:
         raise BonError(f"{path}: accuracy table not found") from None
+    except OSError as exc:
+        raise BonError(f"{path}: cannot read the accuracy table ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+        raise BonError(f"{path}: not a readable CSV table ({' '.join(str(exc).split())[:120]})") from None
     missing = {"judge", "task", "accuracy"} - set(table.columns)
     if missing:
         raise BonError(f"{path}: lacks column(s) {', '.join(sorted(missing))}")
+    return checked_accuracies(table, path)
+
+
+def checked_accuracies(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """An accuracy table a user hands in, checked row by row before it enters a correlation: judge and task
+    named, accuracy a finite percentage 0-100 (empty: not measured), n_pairs a count, one row per (judge,
+    task). The first bad cell is one line naming the file, row (1 = the first data row) and field."""
+    table = table.reset_index(drop=True)
+    seen: dict[tuple[str, str], int] = {}
+    accuracy, pairs = [], []
+    for i, row in enumerate(table.to_dict(orient="records"), 1):
+        where = f"{path}: row {i}"
+        for field in ("judge", "task"):
+            if not isinstance(row[field], str) or not row[field].strip():
+                raise BonError(f"{where}: field {field} must name a {field}, got {row[field]!r}")
+        key = (_judge_key(row["judge"]), row["task"].strip())  # judges are matched ignoring case and punctuation
+        if key in seen:
+            raise BonError(f"{where}: judge {row['judge'].strip()!r}, task {key[1]!r} appears twice (first in row {seen[key]})")
+        seen[key] = i
+        accuracy.append(_percent(_cell(row["accuracy"]), f"{where}: field accuracy"))
+        pairs.append(_count(_cell(row.get("n_pairs")), f"{where}: field n_pairs") if "n_pairs" in row else np.nan)
+    table["judge"], table["task"] = table["judge"].str.strip(), table["task"].str.strip()
+    table["accuracy"] = np.asarray(accuracy, float)
+    if "n_pairs" in table.columns:
+        table["n_pairs"] = np.asarray(pairs, float)
     return table
+
+
+def _cell(value: Any) -> Any:
+    """A table cell: an empty one (NaN from the reader) is None; text that spells a number is that number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            return value
+    return value
+
+
+def _percent(value: Any, where: str) -> float:
+    """An accuracy in percent (bon and MMRB2 write 0-100); None is not measured (NaN)."""
+    if value is None:
+        return np.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise BonError(f"{where}: expected an accuracy in percent (0-100), got {value!r}")
+    if not math.isfinite(float(value)) or not 0 <= float(value) <= 100:
+        raise BonError(f"{where}: {value!r} is not an accuracy in percent (a finite number from 0 to 100)")
+    return float(value)
+
+
+def _count(value: Any, where: str) -> float:
+    """A pair or judgement count: a whole number >= 0; None is not stated (NaN)."""
+    if value is None:
+        return np.nan
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(float(value))
+    if not ok or float(value) < 0 or float(value) != int(value):
+        raise BonError(f"{where}: expected a whole number of pairs (0 or more), got {value!r}")
+    return float(value)
 
 
 def published_judge_axis(path: Path | None = None) -> JudgeAxis:
@@ -546,9 +614,12 @@ def accuracy_axis(spec: str | Path | None, run_dir: Run | Path | None = None, ju
 
 def match_judges(names: Iterable[str], known: Iterable[str]) -> dict[str, str]:
     """Map user judge names onto known ones ignoring case and punctuation (``gpt5`` -> ``GPT-5``)."""
-    key = lambda s: re.sub(r"[^a-z0-9]", "", str(s).lower())  # noqa: E731
-    index = {key(k): k for k in known}
-    return {n: index[key(n)] for n in names if key(n) in index}
+    index = {_judge_key(k): k for k in known}
+    return {n: index[_judge_key(n)] for n in names if _judge_key(n) in index}
+
+
+def _judge_key(name: Any) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
 # --- the downstream axis ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import numpy as np
 from analysis.bon_metrics import read_json
 from analysis.markdown import md_label
 from analysis.leaderboard import judge_costs
-from analysis import leakage
+from analysis import leakage, prefilter
 from bon import registry
 from bon.content import Content, ImageItem, decode_images
 from bon.errors import BonError
@@ -43,6 +43,7 @@ from bon.runfolder import write_json, write_text
 from bon.seeds import derive_seed
 from bon.progress import note
 from bon.selection import run_selection
+from bon.selection.prefilter import paired_interval  # the loss interval keep: auto calibrates with
 from bon.stages.pool import run_jobs, usable_cores
 from bon.store import JudgmentStore, Key, judge_id, new_invocation_id
 
@@ -72,10 +73,13 @@ ADAPTIVE_FAMILIES = ("calibrated", "cascade", "uncertainty")  # the settings --s
 
 
 def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Sequence[float] = DEFAULT_MARGIN_GATES,
-                     cascades: Sequence[str] = (), strategy_options: Mapping[str, Any] | None = None) -> list[Setting]:
+                     cascades: Sequence[str] = (), strategy_options: Mapping[str, Any] | None = None,
+                     prefilters: Sequence[str] = (), n: int = 0, keeps: Sequence[int] = ()) -> list[Setting]:
     """Knockout (both orders: the reference), gated knockouts (on the 1-6 score, and on the judge's own
     margin where its verdicts keep one), calibrated gates with an audit, cascades from each of
-    ``cascades``, seeded knockout, the uncertainty-driven strategy, round-robin, early-stopped round-robin.
+    ``cascades``, seeded knockout, the uncertainty-driven strategy, round-robin, early-stopped round-robin,
+    then knockouts among the top k of each of ``prefilters`` (k of ``keeps``, default 2 .. ``n``/2, and auto:
+    :mod:`analysis.prefilter`).
     ``strategy_options`` go to the calibrated, cascade and uncertainty settings whose strategy takes them."""
     adaptive = [
         Setting("knockout gated auto", "knockout", {"swap": "gated", "gate": "auto"}, "calibrated"),
@@ -92,6 +96,7 @@ def default_settings(gates: Sequence[float] = DEFAULT_GATES, margin_gates: Seque
         Setting("knockout seeded", "knockout", {"seed": "self"}, "seeded"),
         Setting("round-robin", "round-robin", {}, "round-robin"),
         Setting("round-robin early stop", "round-robin", {"early_stop": True}, "early-stop"),
+        *prefilter.prefilter_settings(Setting, prefilters, n, keeps),
     ]
 
 
@@ -178,9 +183,14 @@ def tradeoff(study: Any, judges: Sequence[Any], settings: Sequence[Setting] | No
     job = _Job(study, list(judges), settings, groups, _baselines(study.scores, groups),
                # money per selection-stage call, as the leaderboard prices the same judge's full protocol
                {name: c["usd_per_call"] for name, c in judge_costs(study.stats()).items()},
-               {s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"},
+               {**{s.options["cascade"]: study.judge(s.options["cascade"]) for s in settings if s.family == "cascade"},
+                **{s.options["prefilter"]: study.judge(s.options["prefilter"]) for s in settings if s.family == prefilter.FAMILY}},
                bootstrap, tolerance, new_invocation_id())
-    job.snapshots = _cheap_snapshots(study.run.store, job.cheap.values(), job.invocation)
+    job.snapshots = _cheap_snapshots(study.run.store, [job.cheap[s.options["cascade"]] for s in settings if s.family == "cascade"],
+                                     job.invocation)
+    job.scores = prefilter.score_snapshots(study.run.store, {s.options["prefilter"]: job.cheap[s.options["prefilter"]]
+                                                             for s in settings if s.family == prefilter.FAMILY},
+                                           groups, job.invocation, study.cfg.seed)
     processes = max(1, min(len(judges), workers or os.cpu_count() or 1))
     if processes > 1:  # decoded and hashed here once (in threads), not again in every worker
         contents = [content for prompt, cands in groups for content in (prompt.content, *(c.content for c in cands))]
@@ -213,6 +223,7 @@ class _Job:
     tolerance: float
     invocation: str  # every process's store writes as this one command
     snapshots: dict[str, dict[Key, Any]] = field(default_factory=dict)  # answers read once, before the fork
+    scores: dict[str, dict] = field(default_factory=dict)  # the prefilters' scores, asked or read once, before the fork
 
 
 def _cheap_snapshots(path: Path, cheap: Any, invocation: str) -> dict[str, dict[Key, Any]]:
@@ -242,7 +253,7 @@ def _replay_judge(index: int, job: _Job) -> list[dict[str, Any]]:
     judge, started = job.judges[index], time.perf_counter()
     store = JudgmentStore(job.study.run.store, invocation=job.invocation, command="bon tradeoff")
     try:
-        records = _judge_records(job, judge, ReplayStore(store, dict(job.snapshots)))
+        records = _judge_records(job, judge, ReplayStore(store, dict(job.snapshots), job.scores))
     finally:
         store.close()
     note(f"tradeoff: {judge.name} ({index + 1}/{len(job.judges)}): {len(records)} settings in "
@@ -254,7 +265,7 @@ def _judge_records(job: _Job, judge: Any, store: "ReplayStore") -> list[dict[str
     """Every setting of one judge, replayed on the study's prompts through the store."""
     study, settings, groups, cheap, costs = job.study, job.settings, job.groups, job.cheap, job.costs
     baseline, bootstrap, tolerance = job.baseline, job.bootstrap, job.tolerance
-    reference, matches, safety, records = None, [], {}, []
+    reference, matches, safety, records, first = None, [], {}, [], []
     started = last = time.perf_counter()
     for done, setting in enumerate(settings):
         if time.perf_counter() - last >= PROGRESS_EVERY_S:  # a heavy judge is never silent for long
@@ -264,13 +275,16 @@ def _judge_records(job: _Job, judge: Any, store: "ReplayStore") -> list[dict[str
             continue  # this judge keeps no margin: the setting would repeat the score-gated ones
         if setting.family == "cascade" and cheap[setting.options["cascade"]].identity() == judge.identity():
             continue  # a judge is no cheaper than itself
+        if prefilter.is_self(setting, judge, cheap):
+            continue  # a judge that prefilters for itself picks what its own scores pick
         referee = Referee(judge, store, samples=study.cfg.samples, seed=study.cfg.seed)
         referee.judges.update(cheap)  # a cascade's cheap judge as the study configures it (label, options)
         strategy = registry.create("strategy", setting.strategy, **dict(setting.options))
-        picks = run_selection(strategy, referee, groups, seed=study.cfg.seed)
+        picks = run_selection(strategy, referee, groups, seed=study.cfg.seed,
+                              utility=lambda i, j: _score(study.scores, groups[i], j))
         picked = np.array([_score(study.scores, g, p.index) for g, p in zip(groups, picks)], float)
         if reference is None:
-            reference, matches = picked, [m for p in picks for m in p.matches]
+            reference, matches, first = picked, [m for p in picks for m in p.matches], picks
         if setting.gate is not None and setting.confidence not in safety:
             safety[setting.confidence] = flips.gate_safety(
                 [r for m in matches if (r := flips.from_match(m, judge, setting.confidence))], tolerance)
@@ -278,6 +292,7 @@ def _judge_records(job: _Job, judge: Any, store: "ReplayStore") -> list[dict[str
         record = _record(judge.name, setting, calls, picked, reference, baseline, referee, costs,
                          safety, bootstrap, derive_seed(study.cfg.seed, "tradeoff", judge.name, setting.label))
         record.update(_adaptive(setting, picks, groups, referee, matches, store, costs, tolerance))
+        record.update(prefilter.prefilter_record(setting, picks, first, referee, job.scores))
         record.update(decided_by(record, judge.name))
         records.append(record)
     return records
@@ -304,6 +319,8 @@ def final_gating(record: Mapping[str, Any]) -> tuple[str | None, str | None]:
     verdict = record.get("gating")
     if verdict is None:
         return None, None
+    if record.get("family") == prefilter.FAMILY:
+        return prefilter.prefilter_gating(record)
     lo, hi = record.get("loss_lo"), record.get("loss_hi")
     if lo is not None and lo > 0:
         return "unsafe", f"measured loss: 95% interval [{lo:+.4f}, {hi:+.4f}] excludes 0"
@@ -334,9 +351,16 @@ class ReplayStore:
     replay buys on top (written through to the store). Every judge sees the same snapshot, so its records
     do not depend on which judges were replayed before it."""
 
-    def __init__(self, store: JudgmentStore, snapshots: dict[str, dict[Key, Any]]):
+    def __init__(self, store: JudgmentStore, snapshots: dict[str, dict[Key, Any]], scores: dict[str, dict] | None = None):
         self.store, self.snapshots, self.bought = store, snapshots, {}
         self._answered: dict[tuple, dict[Key, Any]] = {}
+        self.scores = scores or {}  # pointwise scores read once (the prefilters'), by judge id
+
+    def get_scores(self, jid: str, keys: Sequence[Any]) -> dict[Any, Any]:
+        if jid not in self.scores:
+            return self.store.get_scores(jid, keys)
+        known = self.scores[jid]
+        return {k: known[k] for k in keys if k in known}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -473,19 +497,6 @@ def _add_cuts(records: list[dict[str, Any]]) -> None:
         r["loss_ci_includes_0"] = r["loss_lo"] is not None and r["loss_lo"] <= 0.0 <= r["loss_hi"]
 
 
-def paired_interval(diffs: np.ndarray, bootstrap: int, seed: int, level: float = 0.95) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of the mean paired difference, resampling prompts."""
-    d = diffs[np.isfinite(diffs)]
-    if d.size == 0:
-        return None, None
-    if np.all(d == d[0]):
-        return float(d[0]), float(d[0])
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, d.size, size=(bootstrap, d.size))].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
-
-
 def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound: str = "upper",
                     allow_unsafe: bool = False) -> dict[str, dict[str, Any]]:
     """Per judge: the setting with the fewest calls per prompt that stays within ``max_loss`` of the full
@@ -505,6 +516,7 @@ def cheapest_within(records: Sequence[Mapping[str, Any]], max_loss: float, bound
         if cur is None or r["calls_per_prompt"] < cur["calls_per_prompt"] - 1e-9:
             best[r["judge"]] = {k: r.get(k) for k in ("judge", "setting", "calls_per_prompt", "usd_per_prompt", "bon_score",
                                                        "loss", "loss_lo", "loss_hi", "calls_cut", "gating")}
+            best[r["judge"]].update(prefilter.prefilter_costs(r))
     return best
 
 
@@ -545,7 +557,7 @@ def write_tradeoff(run_root: Path, records: list[dict[str, Any]], out_dir: Path 
 
 
 MARKERS = {"knockout": "o", "gated": "v", "calibrated": "P", "cascade": "*", "uncertainty": "h", "seeded": "s",
-           "round-robin": "D", "early-stop": "X"}
+           "round-robin": "D", "early-stop": "X", "prefilter": "d"}
 
 
 def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
@@ -631,7 +643,7 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
     for r in records:
         cut = "" if r.get("calls_cut") is None else f"{100 * r['calls_cut']:.0f}%"
         loss = "" if r.get("loss") is None else f"{r['loss']:+.4f} [{r['loss_lo']:+.4f}, {r['loss_hi']:+.4f}]"
-        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f} | {cut} | {_num(r.get('bon_score'))} | "
+        lines.append(f"| {md_label(r['judge'])} | {md_label(r['setting'])} | {r['calls_per_prompt']:.2f}{md_label(prefilter.cost_text(r))} | {cut} | {_num(r.get('bon_score'))} | "
                      f"{_num(r.get('recovery'), '.3f')} | {loss} | {md_label(flags(r))} |")
     noted = [r for r in records if r.get("note")]
     if noted:
@@ -647,7 +659,8 @@ def tradeoff_markdown(records: Sequence[Mapping[str, Any]], max_loss: float | No
                       "(upper end of its 95% interval; only gates called safe):"]
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f}/prompt"
-            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money})")
+            lines.append(f"- {md_label(judge)}: {md_label(best['setting'])} ({best['calls_per_prompt']:.2f} calls/prompt{money}"
+                         f"{prefilter.cost_text(best)})")
     return "\n".join(lines) + "\n"
 
 
@@ -672,5 +685,6 @@ def cheapest_rows(records: Sequence[Mapping[str, Any]], max_loss: float, bound: 
                      "full_usd_per_prompt": ref.get("usd_per_prompt"), "full_bon_score": ref.get("bon_score"),
                      "cheapest_setting": best["setting"], "calls_per_prompt": best["calls_per_prompt"],
                      "usd_per_prompt": best["usd_per_prompt"], "bon_score": best["bon_score"], "loss": best["loss"],
-                     "loss_hi": best["loss_hi"], "calls_cut": best["calls_cut"], "gating": best["gating"]})
+                     "loss_hi": best["loss_hi"], "calls_cut": best["calls_cut"], "gating": best["gating"],
+                     **prefilter.prefilter_costs(best)})
     return rows

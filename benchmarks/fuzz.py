@@ -3,8 +3,11 @@
     python benchmarks/fuzz.py --cases 5000 --seed 0 [--jobs 2] [--reader mmrb2] [--spawn] [--replay I]
 
 The cases (tests/fuzz_cases.py, shared with tests/test_fuzz.py) cover study configs, MMRB2 bench and
-judgment files, damaged run folders, odd command-line options and damaged local copies of the MMRB2
-hub dataset (``bon mmrb2 fetch --from``), in equal shares. Each one runs
+judgment files, damaged run folders, odd command-line options, damaged local copies of the MMRB2
+hub dataset (``bon mmrb2 fetch --from``), ``bon score``'s items, replay files, images and out-files of all
+four verifiers (``score``) and accuracy tables (``accuracies``), in equal shares. Every file of a case
+folder is hashed before and after, a canary file beside the folders a command is given included, so a
+change outside what the command may write is ``damaged``. Each one runs
 ``bon.cli.main(argv)`` in a child forked from this pre-warmed process (bon and its libraries imported
 once; a fresh interpreter costs about a second on two cores), with its own stdin, stdout, stderr and
 working folder, and a timeout for hangs; ``--spawn`` runs fresh ``python -m bon.cli`` processes

@@ -226,6 +226,17 @@ class PairwiseJudge(Plugin, ABC):
     def judge(self, comparisons: Sequence[Comparison]) -> list[Verdict]:
         """Answer each comparison; failures come back as ``Verdict.failed(reason)``, never raise."""
 
+    @property
+    def scores_alone(self) -> bool:
+        """Whether this judge also gives one score per response (``score(prompt, responses)``), so it can
+        prefilter (:mod:`bon.selection.prefilter`): a reward model, or a judge that compares two such scores."""
+        return False
+
+
+def scores_alone(judge: Any) -> bool:
+    """A judge that can score each candidate alone (see :attr:`PairwiseJudge.scores_alone`)."""
+    return isinstance(judge, PointwiseJudge) or bool(getattr(judge, "scores_alone", False))
+
 
 class PointwiseJudge(PairwiseJudge):
     """A judge that scores each response alone (a reward model: CLIPScore, PickScore, VQAScore...).
@@ -237,6 +248,10 @@ class PointwiseJudge(PairwiseJudge):
 
     margin_scale: float = 1.0
     pointwise: ClassVar[bool] = True
+
+    @property
+    def scores_alone(self) -> bool:
+        return True
 
     @abstractmethod
     def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
@@ -284,6 +299,7 @@ class Strategy(Plugin, ABC):
     name = "strategy"
     swap: SwapPolicy = SwapPolicy()  # pairwise strategies: both orders (the protocol) or a gated swap
     cascade: CascadePolicy | None = None  # a cheap judge that settles the matches it is sure about
+    prefilter: Any = None  # a pointwise judge that keeps the top k candidates (bon.selection.prefilter.PrefilterPolicy)
 
     def seed_scores(self, referee: Any, groups: Sequence[Any]) -> list[tuple[list[float | None], int]] | None:
         """Per group (:class:`bon.selection.base.Group`), one score per candidate to seed the bracket with

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 from bon.content import Content, Prompt
 from bon.errors import BonError, Stopped
 from bon.mmrb2 import flips
-from bon.plugins import PairwiseJudge, PointwiseJudge, Score
+from bon.plugins import PairwiseJudge, Score, scores_alone
 from bon.progress import note
 from bon.protocol import Comparison, MatchResult, Verdict, decide_match
 from bon.provenance import runtime_facts
@@ -213,7 +213,9 @@ class Referee:
         self.stats = CallStats()
         self.gates: dict[SwapPolicy, GateState] = {}  # gated swaps as they run: calibration, audit, fallback
         self.cascades: dict[CascadePolicy, GateState] = {}
-        self.judges: dict[str, PairwiseJudge] = {}  # judges already built, by the spec a cascade names (else the registry)
+        self.judges: dict[str, PairwiseJudge] = {}  # judges already built, by the spec a cascade or prefilter names (else the registry)
+        self.prefilters: dict[str, "Referee"] = {}  # a prefilter's referee by its spec (bon.selection.prefilter), its calls apart
+        self.prefilter_reports: list[dict[str, Any]] = []  # what each prefiltered selection kept, and keep: auto's audit
         # asking a judge that does not sample again would give the same answers
         self.retry_missing = retry_missing and bool(getattr(judge, "samples_answers", False))
         if retry_missing and not self.retry_missing and self.judge_id not in _TOLD:
@@ -276,8 +278,9 @@ class Referee:
             yield start, self.executor.judge(self.judge, chunk) if self.executor else self.judge.judge(chunk)
 
     def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
-        """Pointwise scores (for a :class:`PointwiseJudge`), cached like pairwise judgments."""
-        if not isinstance(self.judge, PointwiseJudge):
+        """Pointwise scores (a :class:`bon.plugins.PointwiseJudge`, or a judge that compares two per-response
+        scores: :func:`bon.plugins.scores_alone`), cached like pairwise judgments."""
+        if not scores_alone(self.judge):
             raise BonError(f"judge {self.judge.name} gives no pointwise scores; use a pairwise strategy")
         keys = [(prompt.content.digest, r.digest, 0) for r in responses]
         known = self.store.get_scores(self.judge_id, keys)

@@ -19,7 +19,7 @@ import json
 import sqlite3
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 import yaml
@@ -139,7 +139,7 @@ class Run:
         if not path.exists():
             raise BonError(f"{path}: no verifier scores; is {self.root} a finished study folder?")
         scores = {}
-        for k, r in read_jsonl(path):
+        for k, r in stage_lines(path):
             try:
                 scores[(str(r["generator"]), str(r["prompt_id"]), int(r["index"]))] = r
             except (KeyError, TypeError, ValueError):
@@ -169,7 +169,7 @@ class Run:
     def candidate_records(self, generator: str) -> list[dict[str, Any]]:
         """One generator's ``candidates.jsonl`` records, read once."""
         return self._file("candidates", self.folder.candidates(generator),
-                          lambda path: [rec for _, rec in read_jsonl(path)])
+                          lambda path: [rec for _, rec in stage_lines(path)])
 
     def pairs(self, path: Path) -> list[Any]:
         """An MMRB2 task file's pairs (:func:`bon.mmrb2.load_pairs`), read once."""
@@ -402,20 +402,27 @@ def _judge_id(identity: Mapping[str, Any]) -> str:
 
 
 def _candidates(run: RunFolder, generator: str) -> dict[tuple[str, str], dict[int, Any]]:
-    from bon.content import load_candidates
+    from bon.content import Candidate
 
     out: dict[tuple[str, str], dict[int, Any]] = {}
     path = run.candidates(generator)
     if path.exists():
-        for c in load_candidates(path):
+        for c in (Candidate.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in stage_lines(path)):
             out.setdefault((generator, c.prompt_id), {})[c.index] = c
     return out
 
 
+def stage_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A stage file the Run reads (picks, scores, candidates): strictly, one rule for all. A cut last line is
+    an interrupted stage, whose units the stage redoes on its rerun; reading past it would analyse a study
+    with a silently missing record, so it is a one-line error naming the file and line."""
+    return read_jsonl(path, torn_tail_ok=False)
+
+
 def _checked_picks(path: Path, n: int | None) -> list[dict[str, Any]]:
-    """A picks file, read strictly (it is written whole, so a cut line is damage) and checked line by line:
-    indices that are candidates of the prompt, no pick twice."""
-    lines = [(f"{path}:{k}", rec) for k, rec in read_jsonl(path, torn_tail_ok=False)]
+    """A picks file, read strictly (a cut line is damage) and checked line by line: indices that are
+    candidates of the prompt, no pick twice."""
+    lines = [(f"{path}:{k}", rec) for k, rec in stage_lines(path)]
     for where, rec in lines:
         check_pick(rec, where, n)
     check_unique_picks(lines)

@@ -66,6 +66,7 @@ class RunFolder:
     leaderboard = property(lambda self: self.root / "leaderboard.csv")
     power = property(lambda self: self.root / "power.csv")
     headroom = property(lambda self: self.root / "headroom.csv")
+    predictions = property(lambda self: self.root / "predictions.csv")  # held-out judges' predicted gains
     report = property(lambda self: self.root / "report.md")
     report_html = property(lambda self: self.root / "report.html")
     report_json = property(lambda self: self.root / "report.json")

@@ -15,6 +15,7 @@ import fcntl
 import functools
 import json
 import os
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,8 +74,11 @@ def _acquire(path: Path, command: str, where: Path | None = None) -> int:
     where = path.parent if where is None else where
     for _ in range(20):  # another writer may remove the file between our open and our lock: open it again
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symbolic link: removed (never its target), then our own file
+                path.unlink(missing_ok=True)
+                continue
             what = "run folder is not writable" if exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM) else \
                 "cannot lock the run folder for writing"
             raise BonError(f"{where}: {what} ({exc.strerror})") from None
@@ -85,6 +89,10 @@ def _acquire(path: Path, command: str, where: Path | None = None) -> int:
             os.close(fd)
             raise BonError(f"{where}: another bon process is writing this run folder ({holder}); "
                            "wait for it to finish, or use another folder") from None
+        if not _own_lock_file(fd, path):
+            os.close(fd)
+            path.unlink(missing_ok=True)  # a hard link or a special file put there: only the name goes
+            continue
         if _same_file(fd, path):
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}).encode())
@@ -95,9 +103,15 @@ def _acquire(path: Path, command: str, where: Path | None = None) -> int:
 
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
+        return os.fstat(fd).st_ino == os.lstat(path).st_ino
     except FileNotFoundError:
         return False
+
+
+def _own_lock_file(fd: int, path: Path) -> bool:
+    """The lock is only ever written into a plain file with no other name (no hard link to a file elsewhere)."""
+    info = os.fstat(fd)
+    return stat.S_ISREG(info.st_mode) and info.st_nlink <= 1
 
 
 def _holder(fd: int) -> str:

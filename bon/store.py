@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import time
 import uuid
@@ -299,6 +300,15 @@ class JudgmentStore:
                 t["cost_usd"] = round(t["cost_usd"] + (cost or 0.0), 6)
                 t["first"], t["last"] = min(t["first"], first), max(t["last"], last)
         return found
+
+    def unit_costs(self, jid: str, pointwise: bool = False) -> dict[str, float]:
+        """A judge's measured judge seconds and dollars per paid answer (pairwise, or its pointwise scores),
+        over every answer it was paid for (NaN when none was): what a setting's calls cost per prompt."""
+        table = "scores" if pointwise else "judgments"
+        made, secs, usd = self._db.execute(f"SELECT COUNT(*), SUM(seconds), SUM(cost_usd) FROM {table} "
+                                           "WHERE judge_id = ? AND seconds IS NOT NULL", (jid,)).fetchone()
+        return {"seconds_per_call": (secs or 0.0) / made if made else math.nan,
+                "usd_per_call": (usd or 0.0) / made if made else math.nan}
 
     def answered(self, jid: str, stage: str | None = None, limit: int = 200_000) -> dict[Key, Verdict]:
         """A judge's stored answers (first sample only; of one ``stage`` when given), at most ``limit``:

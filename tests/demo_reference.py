@@ -32,6 +32,17 @@ Edited in place for issue 36 (the two intended changes applied to the recorded f
   went from True to False (the verifier's twins, and judges whose interval excludes 0);
 - report.json's ``scoring.failed``: each row names its task (no ``?``) and says whether it counts the Best-of-N
   prompts (``best_of_n``) or the others (the preference set's); the counts are the same.
+
+Added for issue 38, in place: tradeoff.json's 80 records of the new ``prefilter`` family (knockout among the top k
+of each pointwise judge the leakage policy keeps: k = 2 and auto at N = 4, for each of the 9 judges but itself),
+inserted where the code writes them (after each judge's other settings). The 129 recorded records and every other
+key are byte-for-byte as recorded (the code before and after issue 38 gives identical old records on the same
+demo); a fresh demo and trade-off of this code match every reference file with no difference.
+
+Recorded again for issue 37 (will this judge help?):
+- report.json gained ``prediction`` (the held-out validation of ``bon
+  predict``: leave one judge out, one generator out, its summary and level), and ``predictions.csv`` (every
+  held-out prediction) is compared too; every other file stayed identical.
 """
 
 from __future__ import annotations
@@ -52,7 +63,8 @@ DEMO_ARGS = ["--prompts", "3", "--n", "4", "--seed", "1"]
 # the cascade's cheap judge is pinned: by default `bon tradeoff` picks the cheapest judge by *measured* judge
 # seconds per call, which a loaded machine reorders (the recorded run picked text-overlap)
 TRADEOFF_ARGS = ["--bootstrap", "200", "--cascade", "text-overlap"]
-CSV_FILES = ["results.csv", "correlations.csv", "metrics.csv", "accuracies.csv", "leaderboard.csv", "headroom.csv"]
+CSV_FILES = ["results.csv", "correlations.csv", "metrics.csv", "accuracies.csv", "leaderboard.csv", "headroom.csv",
+             "predictions.csv"]
 JSON_FILES = ["report.json", "tradeoff.json"]
 VOLATILE_COLUMNS = {"leaderboard.csv": ["seconds_per_prompt"]}
 RTOL = 1e-9

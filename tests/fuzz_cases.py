@@ -61,6 +61,7 @@ class Case:
     lock_s: float = 0.0              # ...for this long after the command starts
     timeout: float = 60.0
     writer: Path | None = None       # a run folder's writer lock another process holds while the command runs
+    keep_lines: tuple[str, ...] = ()  # files (relative to ``cwd``) whose lines must all still be there afterwards
 
 
 @dataclass
@@ -129,10 +130,18 @@ def run_case(case: Case, spawn: bool = False) -> tuple[str, str, Outcome]:
     """Run a case through the real CLI (a forked child of this process, or a fresh ``python -m bon.cli``)
     and judge it."""
     before = snapshot(case.watch)
+    kept = {rel: _lines(case.cwd / rel) for rel in case.keep_lines}
     outcome = (_spawned if spawn else _forked)(case)
     after = snapshot(case.watch)
     kind, detail = verdict(case, outcome, before, after)
+    lost = [rel for rel, lines in kept.items() if not lines <= _lines(case.cwd / rel)]
+    if kind in ("ok", "wrong") and lost:
+        kind, detail = "damaged", f"lines lost from {', '.join(lost)}"
     return kind, detail, outcome
+
+
+def _lines(path: Path) -> set[str]:
+    return set(path.read_text(encoding="utf-8", errors="replace").splitlines()) if path.is_file() else set()
 
 
 def _env() -> dict[str, str]:
@@ -1949,8 +1958,360 @@ def _hold_writer_lock(path: Path, seconds: float) -> subprocess.Popen:
     return proc
 
 
+# --- the score reader: `bon score` on hand-made items, replay files and out-files of the four verifiers ------
+
+KEY_IN_PATH = "sk-fuzzkey0123456789abcd"  # a key-shaped folder name: never written by bon score
+
+
+@dataclass
+class ScoreWorld:
+    """One `bon score` call as data: the verifier, its items (images on disk under ``bench/``), a replay file
+    and an earlier out-file; written to disk after the mutations. ``bad``: what an exit-2 line may name."""
+
+    verifier: str
+    items: list[dict[str, Any]]
+    replies: list[dict[str, Any]]
+    images: dict[str, str] = field(default_factory=dict)   # path under the case folder -> "png" | "text" | "dir"
+    links: dict[str, str] = field(default_factory=dict)    # link under the case folder -> its target (absolute)
+    out: str = "bench/out.jsonl"
+    earlier: list[str] | None = None                       # lines of an earlier out-file (None: none)
+    items_text: str | None = None                          # the items file's bytes as text when damaged
+    replay_text: str | None = None
+    extra: list[str] = field(default_factory=list)         # more CLI options
+    bench: str = "bench"
+    bad: list[str] = field(default_factory=list)
+    transient: bool = False                                # scoring cannot reach its grader: exit 3
+    maybe_bad: bool = False                                # exit 2 (naming the image) right too
+    names: list[str] = field(default_factory=list)         # what that exit-2 line names
+
+
+def _emma_items(rng: Random) -> list[dict[str, Any]]:
+    out = []
+    for i in range(rng.randint(1, 4)):
+        answer = rng.choice("ABC")
+        out.append({"pid": f"e{i}", "question": f"Which one {i}?", "options": ["x", "y", "z"], "answer": answer,
+                    "type": "Multiple Choice", "subject": rng.choice(["Math", "Physics"]), "image_1": f"img/e{i}.png",
+                    "response": rng.choice(["A", "B", "C"])})
+    return out
+
+
+def score_world(rng: Random) -> ScoreWorld:
+    verifier = rng.choice(["emma", "isg", "gedit", "vqascore"])
+    w = ScoreWorld(verifier, [], [])
+    n = rng.randint(1, 3)
+    if verifier == "emma":
+        w.items = _emma_items(rng)
+    elif verifier == "isg":
+        from official_isg_cases import ALL_YES, ANSWER, case
+
+        for i in range(n):
+            w.items.append(json.loads(json.dumps(case(f"i{i}", ANSWER, ALL_YES)["item"])))  # its own copy: mutated below
+            w.replies += [{"item": f"i{i}", "question": q, "reply": r} for q, r in ALL_YES.items()]
+    elif verifier == "gedit":
+        for i in range(n):
+            lang = rng.choice(["en", "cn"])
+            w.items.append({"key": f"k{i}", "task_type": rng.choice(["color_alter", "text_change"]), "instruction": f"Edit {i}.",
+                            "instruction_language": lang, "Intersection_exist": rng.random() < 0.5,
+                            "source_image": f"img/k{i}_src.png", "edited_image": f"img/k{i}.png"})
+            w.replies += [{"item": f"k{i}_{lang}", "question": q, "reply": json.dumps({"score": [rng.randint(0, 10), rng.randint(0, 10)],
+                                                                                          "reasoning": "ok"})} for q in ("sc", "pq")]
+    else:
+        w.transient = True  # an API grader at a closed port: every valid item stays pending (exit 3)
+        w.items = [{"id": f"{i:05d}", "prompt": f"a red cube {i}", "basic_skills": "['Attribute']", "advanced_skills": "[]",
+                    "image": f"img/g{i}.png"} for i in range(n)]
+    for path in _item_images(w):
+        w.images[f"bench/{path}"] = "png"
+    return w
+
+
+def _item_images(w: ScoreWorld) -> list[str]:
+    """The image paths the items name (relative to the bench folder)."""
+    out = []
+    for item in w.items:
+        if w.verifier == "isg":
+            out += [p["content"] for f in ("Query", "Golden", "output") for p in item.get(f, []) if isinstance(p, dict)
+                    and p.get("type") == "image" and isinstance(p.get("content"), str)]
+        else:
+            out += [item[f] for f in ("image_1", "source_image", "edited_image", "image") if isinstance(item.get(f), str)]
+    return out
+
+
+def _image_slot(w: ScoreWorld, rng: Random) -> tuple[dict[str, Any], str, Any, str]:
+    """(container, key, current value, field name an error names) of one image path of one item."""
+    item = rng.choice(w.items)
+    if w.verifier == "isg":
+        part = rng.choice([p for f in ("Query", "Golden", "output") for p in item[f] if p["type"] == "image"])
+        return part, "content", part["content"], "Query" if part in item["Query"] else ("Golden" if part in item["Golden"] else "output")
+    field_ = {"emma": "image_1", "gedit": rng.choice(["source_image", "edited_image"]), "vqascore": "image"}[w.verifier]
+    return item, field_, item[field_], field_
+
+
+def _s_escape(w: ScoreWorld, rng: Random) -> None:
+    """An image path that leads out of the items' folder: ``..``, absolute, or a link."""
+    box, key, _, name = _image_slot(w, rng)
+    w.images["private/secret.png"] = "png"
+    how = rng.choice(["dotdot", "absolute", "link", "dotdot-inside"])
+    if how == "dotdot":
+        box[key] = "../private/secret.png"
+    elif how == "dotdot-inside":
+        box[key] = "img/../../private/secret.png"
+    elif how == "absolute":
+        box[key] = "{folder}/private/secret.png"
+    else:
+        box[key] = "img/link.png"
+        w.links["bench/img/link.png"] = "private/secret.png"
+    w.bad += [name]
+
+
+def _s_missing_image(w: ScoreWorld, rng: Random) -> None:
+    """An image path to no file, or not a path (EMMA's scoring reads no image: only an escape is refused there)."""
+    box, key, value, name = _image_slot(w, rng)
+    box[key] = rng.choice(["img/nothing.png", "", None, 7, ["img/a.png"]])
+    if w.verifier != "emma":
+        w.bad += [name, "image"]
+
+
+def _s_drop_field(w: ScoreWorld, rng: Random) -> None:
+    item = rng.choice(w.items)
+    required = {"emma": ["pid", "question", "answer", "type", "response"], "isg": ["id", "Query", "Golden", "output"],
+                "gedit": ["key", "task_type", "instruction", "instruction_language", "edited_image"],
+                "vqascore": ["prompt", "image"]}[w.verifier]
+    name = rng.choice(required)
+    if rng.random() < 0.5 or w.verifier == "emma":  # EMMA reads any scalar as text (a number is a fine question)
+        item.pop(name, None)
+    else:
+        item[name] = rng.choice([None, 3.5, {"x": 1}, True] + ([] if name in ("Query", "Golden", "output") else [[1, 2]]))
+    w.bad += [name, "image", "item", "prompt", "pid", "id"]
+
+
+def _s_duplicate(w: ScoreWorld, rng: Random) -> None:
+    w.items.append(json.loads(json.dumps(rng.choice(w.items))))
+    w.bad += ["twice"]
+
+
+def _s_items_bytes(w: ScoreWorld, rng: Random) -> None:
+    text = "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in w.items)
+    how = rng.choice(["torn", "not json", "array", "empty", "latin-1", "bom"])
+    w.items_text = {"torn": text[: max(1, len(text) - rng.randint(2, 9))], "not json": text + "{oops\n", "array": "[1, 2]\n" + text,
+                    "empty": "", "latin-1": "\udcff" + text, "bom": "\ufeff" + text}[how]
+    if how != "bom":
+        w.bad += ["items.jsonl"]
+
+
+def _s_out_is_input(w: ScoreWorld, rng: Random) -> None:
+    choices = ["bench/items.jsonl"] + (["bench/replies.jsonl"] if w.replies else []) + [f"bench/{rng.choice(_item_images(w))}"]
+    w.out = rng.choice(choices)
+    w.bad += ["--out-file"]
+
+
+def _s_damaged_out_file(w: ScoreWorld, rng: Random) -> None:
+    """An earlier out-file with damaged lines: rescored with a note, never a traceback."""
+    good = {"id": "x", "score": 1.0, "input_sha256": "0" * 64}
+    lines = []
+    for _ in range(rng.randint(1, 4)):
+        lines.append(rng.choice([json.dumps({**good, "input_sha256": ["x"]}), json.dumps({**good, "score": "high"}),
+                                 json.dumps({**good, "id": None}), "{not json", json.dumps([1, 2]), json.dumps({**good, "score": 1e999}),
+                                 json.dumps({**good, "input_sha256": 5}), json.dumps(good), json.dumps({**good, "missing": ["x"]})]))
+    w.earlier = lines
+
+
+def _s_replay(w: ScoreWorld, rng: Random) -> None:
+    """A replay file that misses a reply, or is damaged: one line naming it; an earlier out-file kept."""
+    if not w.replies:
+        return _s_damaged_out_file(w, rng)
+    how = rng.choice(["missing reply", "not json", "no item", "reply number", "empty"])
+    if how == "missing reply":
+        w.replies.pop(rng.randrange(len(w.replies)))
+        w.bad += ["replies.jsonl", "reply", "replay"]
+    elif how == "not json":
+        w.replay_text = "".join(json.dumps(r) + "\n" for r in w.replies) + "{oops\n"
+        w.bad += ["replies.jsonl"]
+    elif how == "no item":
+        w.replies[0] = {k: v for k, v in w.replies[0].items() if k != "item"}
+        w.bad += ["replies.jsonl"]
+    elif how == "reply number":
+        w.replies[0]["reply"] = 7
+        w.bad += ["replies.jsonl"]
+    else:
+        w.replay_text = ""
+        w.bad += ["replies.jsonl"]
+    w.earlier = [json.dumps({"id": "old", "score": 0.5, "input_sha256": "f" * 64})]
+
+
+def _s_images_root(w: ScoreWorld, rng: Random) -> None:
+    """Images kept in another folder: named with --images-root (fine), or not named (not found)."""
+    w.images = {k.replace("bench/", "pics/", 1): v for k, v in w.images.items()}
+    if rng.random() < 0.6:
+        w.extra += ["--images-root", "pics"]
+    elif w.verifier != "emma":
+        w.bad += ["not found", "image"]
+
+
+def _s_broken_image(w: ScoreWorld, rng: Random) -> None:
+    """An image file that is text or a folder (an image to decode, or a path that is not a file)."""
+    box, key, value, name = _image_slot(w, rng)
+    kind = rng.choice(["text", "dir"])
+    w.images[f"bench/{value}"] = kind
+    if w.verifier == "emma":
+        return  # never read
+    if kind == "dir":
+        w.bad += [name, value, "image", "not found"]
+    else:  # decoded when asked: a failed score with its reason (0), pending at the closed port (3), or refused (2)
+        w.maybe_bad = True
+        w.names += [name, value, "image", "cannot", "decode"]
+
+
+def _s_key_in_path(w: ScoreWorld, rng: Random) -> None:
+    """The whole bench under a folder whose name is key-shaped: nothing bon score writes holds it."""
+    w.bench = f"api_key={KEY_IN_PATH}"
+    w.out = f"{w.bench}/out.jsonl"
+
+
+SCORE_MUTATIONS = {"none": lambda w, rng: None, "image outside": _s_escape, "missing image": _s_missing_image,
+                   "bad field": _s_drop_field, "duplicate item": _s_duplicate, "items bytes": _s_items_bytes,
+                   "out-file is an input": _s_out_is_input, "damaged out-file": _s_damaged_out_file, "replay file": _s_replay,
+                   "--images-root": _s_images_root, "broken image": _s_broken_image, "key in path": _s_key_in_path}
+
+
+def make_score_case(rng: Random, folder: Path, fixtures: Fixtures | None = None) -> Case:
+    w = score_world(rng)
+    name = rng.choice(list(SCORE_MUTATIONS))
+    SCORE_MUTATIONS[name](w, rng)
+    _write_score_world(w, folder)
+    opts = {"emma": [], "isg": ["--verifier-option", f"grader=replay:{w.bench}/replies.jsonl"],
+            "gedit": ["--verifier-option", f"grader=replay:{w.bench}/replies.jsonl"],
+            "vqascore": ["--verifier-option", "grader={backend: openai, model: m, base_url: 'http://127.0.0.1:9/v1', "
+                                              "api_key_env: null, preflight: false, max_retries: 0, timeout: 2}"]}[w.verifier]
+    out = w.out if not w.out.startswith("bench/") else w.out.replace("bench/", f"{w.bench}/", 1)
+    argv = ["score", "--verifier", w.verifier, *opts, "--items", f"{w.bench}/items.jsonl", "--out-file", out, *w.extra, "--json", "agg.json"]
+    bad = bool(w.bad)
+    expect = frozenset({2}) if bad else frozenset({3} if w.transient else {0}) | ({2} if w.maybe_bad else set())
+    n_items = len(w.items)
+
+    def answer(case: Case, stdout: str) -> str | None:
+        lines = [json.loads(x) for x in (case.cwd / out).read_text(encoding="utf-8").splitlines()]
+        written = (case.cwd / out).read_text(encoding="utf-8") + stdout + (case.cwd / "agg.json").read_text(encoding="utf-8")
+        if KEY_IN_PATH in written:
+            return "a key-shaped path was written unmasked"
+        if len(lines) != n_items:
+            return f"{len(lines)} out-file lines for {n_items} items"
+        for item, line in zip(w.items, lines):
+            if w.maybe_bad and line["score"] is None:
+                continue  # the item whose image cannot be decoded: failed, with its reason
+            if w.verifier == "emma" and line["score"] != float(item["response"] == item["answer"]):
+                return f"EMMA item {item['pid']}: score {line['score']}, expected {float(item['response'] == item['answer'])}"
+            if w.verifier == "isg" and line["score"] != 0.7:
+                return f"ISG item {item['id']}: score {line['score']}, expected 0.7 (holistic 7 of the replies)"
+            if w.verifier == "gedit" and line["id"] not in (item["key"], f"{item['key']}_{item['instruction_language']}"):
+                return f"GEdit line {line['id']}, expected {item['key']}(_{item['instruction_language']})"
+        return None
+
+    may_write = (out, "agg.json") if not bad else ()
+    partial = (bad or w.maybe_bad) and name != "out-file is an input"  # a stopped run writes what it scored, keeping every earlier line
+    return Case("score", f"{w.verifier}: {name}", argv, folder, expect, answer, tuple(w.bad + w.names), watch=folder,
+                may_write=may_write, records=(out,) if partial else (), timeout=60, keep_lines=(out,) if partial else ())
+
+
+def _write_score_world(w: ScoreWorld, folder: Path) -> None:
+    from PIL import Image
+
+    (folder / "canary.txt").write_text("a file beside the folders the command was given\n", encoding="utf-8")
+    for rel, kind in w.images.items():
+        rel = rel.replace("bench/", f"{w.bench}/", 1)
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "png":
+            Image.new("RGB", (12, 10), (len(rel) * 7 % 256, 90, 160)).save(path)
+        elif kind == "text":
+            path.write_text("not an image\n", encoding="utf-8")
+        else:
+            path.mkdir(exist_ok=True)
+    for link, target in w.links.items():
+        (folder / link).parent.mkdir(parents=True, exist_ok=True)
+        (folder / link).symlink_to(folder / target)
+    bench = folder / w.bench
+    bench.mkdir(parents=True, exist_ok=True)
+    text = w.items_text if w.items_text is not None else "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in w.items)
+    text = text.replace("{folder}", str(folder))
+    (bench / "items.jsonl").write_bytes(text.encode("utf-8", "surrogateescape"))
+    if w.replies or w.replay_text is not None:
+        replay = w.replay_text if w.replay_text is not None else "".join(json.dumps(r) + "\n" for r in w.replies)
+        (bench / "replies.jsonl").write_text(replay, encoding="utf-8")
+    if w.earlier is not None:
+        target = folder / w.out.replace("bench/", f"{w.bench}/", 1)
+        if not target.exists():
+            target.write_text("".join(line + "\n" for line in w.earlier), encoding="utf-8")
+
+
+# --- the accuracies reader: accuracy tables (CSV, JSON) for `bon figure --scores` ------------------------
+
+ACC_JUDGES = ["GPT-4o", "GPT-5", "Gemini 2.5 Pro", "Claude Opus"]
+
+
+def make_accuracies_case(rng: Random, folder: Path, fixtures: Fixtures | None = None) -> Case:
+    """`bon figure --scores S --accuracies TABLE`: a good table gives the Pearson r of its own numbers; a bad
+    cell (out of 0-100, not finite, text, a repeated judge and task, no judge) is one line naming the table."""
+    judges = rng.sample(ACC_JUDGES, rng.randint(3, 4))
+    scores = {j: round(rng.uniform(0.2, 0.9), 3) for j in judges}
+    accs: list[list[Any]] = [[j, "t2i", round(rng.uniform(40, 90), 1)] for j in judges]
+    (folder / "canary.txt").write_text("beside the tables\n", encoding="utf-8")
+    (folder / "scores.csv").write_text("task,generator,judge,bon_score\n" + "".join(f"t2i,g,{j},{s}\n" for j, s in scores.items()))
+    name = rng.choice(["none", "out of range", "not finite", "text", "repeated row", "no judge", "bytes", "n_pairs", "json"])
+    bad = name not in ("none",)
+    fmt = "csv"
+    row = rng.randrange(len(accs))
+    if name == "out of range":
+        accs[row][2] = rng.choice([150, -0.5, 100.01, -1e9, 1e300])
+    elif name == "not finite":
+        accs[row][2] = rng.choice(["inf", "-inf", "1e400", "Infinity"])
+    elif name == "text":
+        accs[row][2] = rng.choice(["high", "70%", "7O", "[70]", "true"])
+    elif name == "repeated row":
+        accs.append([accs[row][0], "t2i", round(rng.uniform(40, 90), 1)])
+    elif name == "no judge":
+        accs[row][0] = ""
+    elif name == "json":
+        fmt = "json"
+        value = rng.choice([150, -3, "70", None, True, 55.5])
+        bad = value not in (None, 55.5)
+    body = "judge,task,accuracy" + (",n_pairs" if name == "n_pairs" else "") + "\n"
+    pairs_value = rng.choice(["-5", "2.5", "many", "1000"]) if name == "n_pairs" else None
+    bad = bad and not (name == "n_pairs" and pairs_value == "1000")
+    body += "".join(",".join(str(c) for c in r) + (f",{pairs_value}" if pairs_value else "") + "\n" for r in accs)
+    if name == "bytes":
+        body = rng.choice(["", "judge,task\nx,t2i\n", "\x00\x01garbage", 'judge,task,accuracy\n"GPT-5,t2i,70\n'])
+    table = folder / f"acc.{fmt}"
+    if fmt == "json":
+        table.write_text(json.dumps({"tasks": {"image": {"accuracy": value, "evaluated_pairs": 10, "judgements": 20}}}))
+        argv = ["figure", "--scores", "scores.csv", "--accuracies", f"{judges[0]}=acc.json", "--out", "fig"]
+    else:
+        table.write_text(body, encoding="utf-8")
+        argv = ["figure", "--scores", "scores.csv", "--accuracies", "acc.csv", "--out", "fig"]
+    if fmt == "json" and not bad:
+        expect = frozenset({0, 2})  # one judge with an accuracy: too few for a correlation, said in one line
+    else:
+        expect = frozenset({2}) if bad else frozenset({0})
+
+    def answer(case: Case, stdout: str) -> str | None:
+        import csv
+
+        if fmt == "json":
+            return None
+        rows = list(csv.DictReader((case.cwd / "fig" / "correlations.csv").open(encoding="utf-8")))
+        x = [float(a[2]) for a in accs]
+        y = [scores[a[0]] for a in accs]
+        mx, my = sum(x) / len(x), sum(y) / len(y)
+        r = sum((a - mx) * (b - my) for a, b in zip(x, y)) / math.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y))
+        got = float(rows[0]["pearson_r"])
+        return None if abs(got - r) < 1e-5 else f"pearson r {got}, expected {r:.6f} from the table"
+
+    return Case("accuracies", f"{fmt}: {name}", argv, folder, expect, answer, ("acc.csv", "acc.json", "accurac"),
+                watch=folder, may_write=("fig/*", "fig/figures/*"), timeout=60)
+
+
 READERS: dict[str, Callable[..., Case]] = {"config": make_config_case, "mmrb2": make_mmrb2_case,
                                            "run-folder": make_run_case, "cli-options": make_cli_case,
                                            "fetch": make_fetch_case,
                                            "merge": make_merge_case, "view": make_view_case, "tradeoff": make_tradeoff_case,
-                                           "concurrency": make_concurrency_case}
+                                           "concurrency": make_concurrency_case, "score": make_score_case,
+                                           "accuracies": make_accuracies_case}

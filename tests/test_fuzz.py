@@ -55,7 +55,7 @@ def assert_ok(case: Case) -> None:
     assert kind == "ok", f"[{case.reader}] {case.mutation}: {kind}: {detail}\n  bon {' '.join(case.argv)}\n{outcome.stderr[-1500:]}"
 
 
-@pytest.mark.parametrize("reader", ["config", "mmrb2", "run-folder", "cli-options", "merge", "view", "tradeoff", "concurrency"])
+@pytest.mark.parametrize("reader", ["config", "mmrb2", "run-folder", "cli-options", "merge", "view", "tradeoff", "concurrency", "score"])
 def test_reader_never_tracebacks_lies_hangs_or_damages(reader, fixtures, tmp_path):
     folders = Folders(tmp_path)
 

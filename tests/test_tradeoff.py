@@ -121,6 +121,64 @@ def test_two_copies_of_a_study_give_the_same_tradeoff(demo_run, tmp_path):
         assert r["costs_more"] == (r["calls_cut"] is not None and r["calls_cut"] < -1e-9)
         if r["gating"] == "safe":  # safe needs the flip analysis and no measured loss
             assert r["loss_lo"] <= 0
+    prefiltered = [r for r in payload["records"] if r["family"] == "prefilter"]
+    assert {r["options"]["keep"] for r in prefiltered} == {2, "auto"}  # k = 2..N/2 and auto by default
+    assert {r["prefilter"] for r in prefiltered} == {"colour-hist", "ocr", "quality", "text-overlap", "image-bias"}
+    for r in prefiltered:  # never a leaked prefilter, never the judge itself; recall recorded; the gates' rule
+        assert r["prefilter"] != r["judge"] and r["prefilter_calls_per_prompt"] == N and 0 <= r["recall"] <= 1
+        assert r["gating"] == ("unsafe" if r["loss_lo"] > 0 else "safe")
+        if r["options"]["keep"] != "auto" and not r["missing_scores"]:
+            assert r["calls_per_prompt"] == 2 * (r["keep"] - 1)
+
+
+def test_select_with_a_prefilter_on_a_finished_study_then_a_rerun_asks_nobody(demo_run, tmp_path):
+    """The issue's command: ocr decides among the three candidates the quality judge scores best."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    args = ["select", "--run", str(run), "--judge", "ocr", "--strategy", "knockout", "--strategy-option", "prefilter=quality",
+            "--strategy-option", "keep=3"]
+    for attempt in ("first", "again"):
+        assert main([*args, "--json", str(tmp_path / f"{attempt}.json")]) == 0
+    first, again = (json.loads((tmp_path / f"{a}.json").read_text()) for a in ("first", "again"))
+    assert again["calls_made"] == 0 and again["costs"]["prefilter_stats"]["calls_made"] == 0
+    assert again["picks"] == first["picks"] and first["costs"]["prefilter_calls_per_prompt"] == N
+    [report] = first["prefilter"]
+    assert report["keep"] == 3 and report["missing_scores"] == sum(p.get("prefilter_missing", 0) for p in first["picks"])
+    for pick in first["picks"]:
+        missing = pick.get("prefilter_missing", 0)  # a missing score keeps its candidate
+        assert pick["index"] in pick["kept"] and len(pick["kept"]) == min(3, N - missing) + missing
+        assert {i for m in pick["matches"] for i in m[:2]} <= set(pick["kept"])
+
+
+def test_prefilter_scores_read_from_the_judges_answers_are_what_the_judge_scores(demo_run, tmp_path):
+    """The trade-off stores each prefilter's score of every candidate once, read off the judge's own pairwise
+    answers where they record it: the same numbers (and the same missing ones) the judge gives when asked."""
+    import shutil
+    from pathlib import Path
+
+    from analysis.tradeoff import replay_groups
+    from bon.store import JudgmentStore, judge_id
+    from bon.study import load_study
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    assert main(["tradeoff", "--run", str(run), "--judge", "random", "--prefilter", "quality", "--prefilter", "ocr",
+                 "--keep", "3", "--keep", str(N), "--bootstrap", "100", "--cascade", "none"]) == 0
+    records = json.loads((run / "tradeoff.json").read_text())["records"]
+    assert sorted((r["prefilter"], str(r["options"]["keep"])) for r in records if r["family"] == "prefilter") == [
+        ("ocr", "3"), ("ocr", "auto"), ("quality", "3"), ("quality", "auto")]  # keep N would be plain knockout
+    study = load_study(Path(run))
+    store = JudgmentStore(study.run.store, read_only=True)
+    for label in ("quality", "ocr"):
+        judge = study.judge(label)
+        for prompt, cands in replay_groups(study):
+            keys = [(prompt.content.digest, c.content.digest, 0) for c in cands]
+            stored = store.get_scores(judge_id(judge.identity()), keys)
+            fresh = judge.score(prompt, [c.content for c in cands])
+            assert [(stored[k].value, stored[k].missing) for k in keys] == [(s.value, s.missing) for s in fresh]
+    store.close()
 
 
 def test_a_cascade_whose_cheap_judge_settles_every_match_is_the_cheap_judges(demo_run, tmp_path):

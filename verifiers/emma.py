@@ -47,7 +47,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from bon.content import Candidate, Content, Prompt
+from bon.content import Candidate, Content, Prompt, safe_join
 from bon.errors import BonError, first_line
 from bon.plugins import Score, Verifier
 from verifiers._grader import grader_modules
@@ -446,6 +446,8 @@ class EmmaVerifier(Verifier):
         pid = meta["benchmark_id"]
         if "response" not in item:
             raise BonError(f"item {pid}: field 'response' is missing (the reply to score; null for none)")
+        for field in sorted(f for f in item if f.startswith("image") and isinstance(item[f], str) and item[f]):
+            safe_join(Path(base_dir), item[field], f"item {pid}: {field}")  # EMMA's image_1..: only inside the items' folder
         reply = item["response"]
         if reply is not None and not isinstance(reply, str):
             raise BonError(f"item {pid}: field 'response' must be text or null, got {type(reply).__name__}")

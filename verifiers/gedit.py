@@ -247,7 +247,9 @@ def _image_path(item: dict[str, Any], field: str, base: Path, who: str) -> Path:
     value = item.get(field)
     if not isinstance(value, str) or not value:
         raise BonError(f"{who}: field {field} (an image path) is missing")
-    path = Path(value) if Path(value).is_absolute() else base / value
+    from bon.content import safe_join
+
+    path = safe_join(base, value, f"{who}: {field}")  # the one path rule: inside the items' folder
     if not path.is_file():
         raise BonError(f"{who}: {field} {value} not found under {base}")
     return path

@@ -406,7 +406,7 @@ def _item_part(part: Any, base: Path, where: str) -> Any:
         raise BonError(f"{where}: image content must be a path")
     from generators.suites import resolve_image_path
 
-    path = resolve_image_path(content, base)
+    path = resolve_image_path(content, base, where)
     if path is None:
         raise BonError(f"{where}: image {content} not found under {base}")
     return ImageItem(path=path)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from bon.content import Candidate, Content, ImageItem, Prompt, TextItem
+from bon.content import Candidate, Content, ImageItem, Prompt, TextItem, safe_join
 from bon.errors import BonError
 from bon.lifecycle import LoadFailed
 from bon.plugins import Score, Verifier
@@ -198,7 +198,7 @@ class VqaScoreVerifier(Verifier):
         paths = item.get("images", [item["image"]] if "image" in item else None)
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise BonError(f"GenAI-Bench: {where}: field image (a path) or images (a list of paths) is required")
-        files = [Path(base_dir) / p for p in paths]
+        files = [safe_join(Path(base_dir), p, f"GenAI-Bench: {where}: image") for p in paths]
         absent = next((f for f in files if not f.is_file()), None)
         if absent is not None:
             raise BonError(f"GenAI-Bench: {where}: image {absent} not found")

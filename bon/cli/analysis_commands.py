@@ -233,6 +233,13 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
               help="Cheap judge of the cascades (a spec or the study's judge label; repeatable; default: from the study's "
                    "own data: among the judges the leakage policy keeps and at least as accurate as their median, the "
                    "cheapest by money per call, then the most accurate; 'none': no cascade).")
+@click.option("--prefilter", "prefilters", multiple=True, metavar="SPEC",
+              help="Pointwise judge of the prefilter settings (knockout among its top k, k = 2..N-1 and auto; a spec or the "
+                   "study's judge label; repeatable; default: every judge of the study that scores a candidate alone and that "
+                   "the leakage policy keeps; 'none': no prefilter).")
+@click.option("--keep", "keeps", type=click.IntRange(min=1), multiple=True, metavar="K",
+              help="Candidates the prefilter settings keep (repeatable, each below N; default 2 .. N/2, the settings that "
+                   "cost at most about half of knockout; keep auto always runs).")
 @plugin_options("strategy", "Option of the calibrated, cascade and uncertainty settings (e.g. max_flip=0.05, audit=0.2, tolerance=0.1), repeatable.")
 @click.option("--max-loss", type=click.FloatRange(min=0.0), default=None, metavar="LOSS", help="Also name, per judge, the cheapest setting within this Best-of-N loss of the full protocol.")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, metavar="B", help="Bootstrap replicates of the paired loss interval.")
@@ -243,13 +250,15 @@ def leaderboard(run_dir: Path, task: str, generator: str, strategy: Optional[str
               help="Processes replaying judges side by side (0: one per CPU core); the records do not depend on it.")
 @holds_writer_lock("run_dir", "bon tradeoff")
 def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options: tuple[str, ...], gates: tuple[float, ...],
-                     margin_gates: tuple[float, ...], cascades: tuple[str, ...], strategy_options: tuple[str, ...],
+                     margin_gates: tuple[float, ...], cascades: tuple[str, ...], prefilters: tuple[str, ...], keeps: tuple[int, ...],
+                     strategy_options: tuple[str, ...],
                      max_loss: Optional[float], bootstrap: int, json_out: Optional[Path], out_dir: Optional[Path],
                      workers: int) -> None:
     """Judge calls per prompt against Best-of-N score and recovery: knockout (both orders), gated knockouts (fixed
     and calibrated with an audit), cascades, seeded knockout, the uncertainty-driven strategy, round-robin, round-robin
-    with early stop. Stored judgments are reused."""
+    with early stop, knockout among a pointwise prefilter's top k. Stored judgments are reused."""
     from analysis import leakage
+    from analysis.prefilter import prefilter_judges
     from analysis.tradeoff import (DEFAULT_GATES, DEFAULT_MARGIN_GATES, cascade_judges, cheapest_within, default_settings,
                                    flags, study_judge, tradeoff, write_tradeoff)
     from bon.progress import note
@@ -262,11 +271,12 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
     specs = list(judge_specs) or [j.label for j in study.cfg.judges]
     judges = [study_judge(study, spec, extra or None) for spec in specs]
     excluded = leakage.run_exclusions(study.run.root, [j.label for j in study.cfg.judges])
-    for spec in cascades:
+    for spec in (*cascades, *prefilters):
         if spec != "none":
             study_judge(study, spec)  # an unknown cheap judge is a one-line error before any replay
     settings = default_settings(gates or DEFAULT_GATES, margin_gates or DEFAULT_MARGIN_GATES,
-                                cascade_judges(study, cascades, excluded), parse_options(strategy_options, "--strategy-option"))
+                                cascade_judges(study, cascades, excluded), parse_options(strategy_options, "--strategy-option"),
+                                prefilter_judges(study, prefilters, excluded), study.cfg.n, keeps)
     records = tradeoff(study, judges, settings, bootstrap=bootstrap, excluded=excluded, workers=workers)
     note("tradeoff: writing tradeoff.json, tradeoff.md and the figure")
     paths = write_tradeoff(study.run.root, records, out_dir, json_out, max_loss)
@@ -274,8 +284,10 @@ def tradeoff_command(run_dir: Path, judge_specs: tuple[str, ...], judge_options:
     for r in records:
         ci = f"{_fmt(r['loss'], '+.4f')} [{_fmt(r['loss_lo'], '+.4f')}, {_fmt(r['loss_hi'], '+.4f')}]"
         cut = "-" if r["calls_cut"] is None else f"{100 * r['calls_cut']:.0f}%"
+        pre = f"; + {r['prefilter_calls_per_prompt']:.0f} {r['prefilter']} scores, recall {_fmt(r['recall'], '.2f')}" \
+            if r.get("prefilter") else ""
         out.print(f"{r['judge']:<14} {r['setting']:<28} {r['calls_per_prompt']:6.2f} {cut:>5} {_fmt(r['bon_score'], '.4f'):>7} "
-                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24}  {flags(r)}", highlight=False)
+                  f"{_fmt(r['recovery'], '.3f'):>6} {ci:>24}  {flags(r)}{pre}", highlight=False)
     if max_loss is not None:
         for judge, best in cheapest_within(records, max_loss).items():
             money = "" if best["usd_per_prompt"] is None else f", ${best['usd_per_prompt']:.4f} per prompt"

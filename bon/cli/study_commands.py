@@ -245,19 +245,25 @@ def verify(run_dir: Path, verifier_spec: str, label: Optional[str], verifier_opt
               help="JSONL: one benchmark item per line in its own fields, plus response text and/or image paths.")
 @click.option("--out-file", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="One JSON line per item: id, score and the details behind it (a rerun reuses them).")
+@click.option("--images-root", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="The folder the items' image paths are relative to, and read only from (default: the items file's).")
 @json_option("the aggregate")
 def score(verifier_spec: str, verifier_options: tuple[str, ...], items_file: Path, out_file: Optional[Path],
-          json_out: Optional[Path]) -> None:
+          images_root: Optional[Path], json_out: Optional[Path]) -> None:
     """Score given responses with a verifier's (official) metric; the last line is the aggregate as JSON."""
+    from bon.redact import redact
     from verifiers.score_items import score_items
 
     options = parse_options(verifier_options, "--verifier-option")
     check_output_file(out_file, "--out-file")
     check_output_file(json_out)
-    result = score_items(verifier_spec, options, items_file, out_file)
+    for other, flag in ((out_file, "--out-file"), (items_file, "--items")):
+        if json_out is not None and other is not None and json_out.resolve() == other.resolve():
+            raise BonError(f"--json {json_out}: is the {flag} file too; name another file")
+    result = redact(score_items(verifier_spec, options, items_file, out_file, images_root))
     failed = f", {result['failed']} failed" if result["failed"] else ""
     reused = f", {result['reused']} from an earlier run" if result["reused"] else ""
-    print(f"scored {result['items']} item{'' if result['items'] == 1 else 's'}{failed}{reused}" + (f" -> {out_file}" if out_file else ""), file=sys.stderr)
+    print(redact(f"scored {result['items']} item{'' if result['items'] == 1 else 's'}{failed}{reused}" + (f" -> {out_file}" if out_file else "")), file=sys.stderr)
     write_numbers(json_out, result["aggregate"])
     click.echo(json.dumps(result["aggregate"], ensure_ascii=False, allow_nan=False))
     _exit_if_pending({"items": result["transient"]})
@@ -340,6 +346,7 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     from analysis.bon_metrics import failure_policy, results_table
     from bon.runfolder import write_text
     from bon.stages.select import select as select_stage
+    from bon.selection.prefilter import selection_costs
     from bon.stages.select import strategy_label
 
     study, judge, strategy = _study_judge_and_strategy(run_dir, judge_spec, label, judge_options, strategy_spec, strategy_options)
@@ -347,9 +354,11 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
     check_output_file(json_out)
     candidates = {g: {pid: c[:n] for pid, c in by.items()} for g, by in study.candidates.items()}
     with _referee(study, judge, "select", retry_missing) as referee:
+        _prefilter_judge(study, strategy, referee)
         started = time.perf_counter()
-        picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed)
+        picks = select_stage(referee, strategy, study.prompts, candidates, study.cfg.seed, study.scores)
         wall = time.perf_counter() - started
+        costs = selection_costs([p["calls"] for p in picks], [p.get("prefilter_calls", 0) for p in picks], referee)
     strategy_name = strategy_label(strategy)
     picks_file = study.run.picks_file(judge.name, strategy_name, n)
     write_text(picks_file, "".join(json.dumps(p) + "\n" for p in picks))
@@ -362,11 +371,31 @@ def select(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: 
               f"tokens {s.input_tokens}+{s.output_tokens}, cost ${s.cost_usd:.4f}, {wall:.1f} s -> {picks_file}")
     for gate in referee.gate_reports():  # a calibrated gate's audit, a cascade's share, a fallback
         out.print(f"{gate['kind']} (calibrated on {gate['calibration'].get('source', 'fixed')}): {gate['note']}", highlight=False)
+    out.print(_cost_line(judge.name, costs), highlight=False)
+    for report in referee.prefilter_reports:  # what the prefilter kept, and keep: auto's audit
+        cheap = referee.prefilters[report["prefilter"]].stats
+        out.print(_cost_line(costs["prefilter"], costs, "prefilter_") + f" (made {cheap.calls_made}, from store {cheap.calls_cached}); "
+                  f"{report['note']}", highlight=False)
     write_numbers(json_out, {"judge": judge.name, "strategy": strategy_name, "n": n or study.cfg.n,
                              "calls_made": s.calls_made, "calls_cached": s.calls_cached, "stats": s.as_dict(),
+                             "costs": costs, "prefilter": referee.prefilter_reports,
                              "gates": referee.gate_reports(),
                              "picks_file": str(picks_file), "results": table.to_dict(orient="records"), "picks": picks})
     exit_if_calls_pending(s.transient)
+
+
+def _prefilter_judge(study, strategy, referee) -> None:
+    """A strategy's prefilter as the study configures the judge of that label (else the registry's spec)."""
+    spec = getattr(getattr(strategy, "prefilter", None), "judge", None)
+    if spec is not None:
+        referee.judges[spec] = study.judge(spec)
+
+
+def _cost_line(name: str, costs: dict[str, Any], prefix: str = "") -> str:
+    """One judge's cost per prompt in both currencies: decisions, judge seconds and dollars."""
+    what = "scores" if prefix else "calls"
+    return (f"{'prefilter' if prefix else 'main judge'} {name}: {costs[prefix + 'calls_per_prompt']:.2f} {what} per prompt, "
+            f"{_fmt(costs[prefix + 'seconds_per_prompt'], '.4f')} s and ${_fmt(costs[prefix + 'usd_per_prompt'], '.4f')} per prompt")
 
 
 @app.command()
@@ -385,11 +414,23 @@ def curve(run_dir: Path, judge_spec: str, label: Optional[str], judge_options: t
     check_output_file(json_out)
     study.require_scores()  # the curve's numbers are verifier scores: refuse before any judge call
     with _referee(study, judge, "curve", retry_missing) as referee:
+        _prefilter_judge(study, strategy, referee)
         rows = bon_curve(referee, strategy, study.prompts, study.candidates, study.scores, subsets, study.cfg.seed)
-    out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}")
+        unit = referee.store.unit_costs(referee.judge_id)
+        for cheap in referee.prefilters.values():
+            unit.update({f"prefilter_{k}": v for k, v in cheap.store.unit_costs(cheap.judge_id, pointwise=True).items()})
+    for r in rows:  # both currencies: each judge's calls per prompt at its measured seconds and dollars per call
+        for prefix in ("", "prefilter_"):
+            if prefix + "calls_per_prompt" in r:
+                r[prefix + "seconds_per_prompt"] = r[prefix + "calls_per_prompt"] * unit[prefix + "seconds_per_call"]
+                r[prefix + "usd_per_prompt"] = r[prefix + "calls_per_prompt"] * unit[prefix + "usd_per_call"]
+    pre = any("prefilter_calls_per_prompt" in r for r in rows)
+    out.print(f"{'task':<12}{'generator':<11}{'n':>4}{'BoN score':>10}{'random':>8}{'oracle':>8}{'new calls':>10}{'calls/prompt':>13}"
+              + (f"{'prefilter':>10}" if pre else ""))
     for r in rows:
         out.print(f"{r['task']:<12}{r['generator']:<11}{r['n']:>4}{_fmt(r['bon_score']):>10}{_fmt(r['random_score']):>8}"
-                  f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}")
+                  f"{_fmt(r['oracle_score']):>8}{r['extra_calls']:>10}{r['calls_per_prompt']:>13.2f}"
+                  + (f"{r.get('prefilter_calls_per_prompt', 0.0):>10.2f}" if pre else ""))
     strategy_name = strategy_label(strategy)
     record = {"judge": judge.name, "strategy": strategy_name, "subsets": subsets, "curve": rows}
     write_json(study.run.curve_file(judge.name, strategy_name), record)  # the report draws these

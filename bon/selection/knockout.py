@@ -8,6 +8,8 @@ reverse order only when the forward verdict is not confident (see :mod:`bon.swap
 calls; ``gate: auto`` calibrates the gate per judge and audits it (``max_flip``, ``audit``, ``ties``).
 ``cascade: JUDGE-SPEC`` asks a cheap judge each match first (one order) and sends only the matches it
 is not sure about (``cascade_gate``, calibrated by default) to this judge in both orders.
+``prefilter: JUDGE`` with ``keep: k`` (or ``auto``) plays the knockout only among the k candidates a
+pointwise judge scores best (see :mod:`bon.selection.prefilter`): 2(k-1) calls.
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ from typing import Any
 
 from bon.errors import BonError
 from bon.selection.base import Bracket, Strategy
+from bon.selection.prefilter import DEFAULT_CALIBRATE, prefilter_policy
 from bon.selection.seeding import seed_scores, seed_slots
 from bon.swap import cascade_policy, swap_policy
 
 
 class Knockout(Strategy):
     name = "knockout"
-    added_later = ("ties", "max_flip", "audit", "cascade", "cascade_gate", "cascade_confidence")  # at their defaults, identities (and labels) stay as before
+    added_later = ("ties", "max_flip", "audit", "cascade", "cascade_gate", "cascade_confidence", "prefilter", "keep", "calibrate")  # at their defaults, identities (and labels) stay as before
 
     def __init__(self, seeding: str = "index", swap: str = "both", gate: float | str = 1.0, confidence: str = "auto",
                  seed: str | None = None, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None,
-                 cascade: str | None = None, cascade_gate: float | str = "auto", cascade_confidence: str = "auto") -> None:
+                 cascade: str | None = None, cascade_gate: float | str = "auto", cascade_confidence: str = "auto",
+                 prefilter: str | None = None, keep: int | str | None = None, calibrate: float = DEFAULT_CALIBRATE) -> None:
         if seeding not in ("index", "shuffle"):
             raise BonError(f"knockout: seeding must be 'index' or 'shuffle', got {seeding!r}")
         if seed is not None and (not isinstance(seed, str) or not seed):
@@ -37,6 +41,7 @@ class Knockout(Strategy):
         self.seed = seed
         self.swap = swap_policy(swap, gate, confidence, "knockout", ties, max_flip, audit)
         self.cascade = cascade_policy(cascade, cascade_gate, cascade_confidence, max_flip, where="knockout")
+        self.prefilter = prefilter_policy(prefilter, keep, calibrate, "knockout")
         if self.cascade and self.swap.gated:
             raise BonError("knockout: cascade sends unsure matches to the main judge in both orders; drop swap: gated")
 

@@ -9,7 +9,8 @@ by a coin seeded with the group's key.
 a match once neither of its candidates can still reach the leader's number of wins (or once only one
 candidate can): the winner is exactly the one the full round-robin picks, and the matches not
 asked are counted as calls saved. ``swap: gated`` asks a match's reverse order only when the forward
-verdict is not confident (see :mod:`bon.swap`).
+verdict is not confident (see :mod:`bon.swap`). ``prefilter: JUDGE`` with ``keep: k`` (or ``auto``) plays
+only among the k candidates a pointwise judge scores best (:mod:`bon.selection.prefilter`): k(k-1) calls.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from bon.errors import BonError
 from bon.protocol import MatchResult, votes_for_x
 from bon.selection.base import Bracket, Finish, Strategy
+from bon.selection.prefilter import DEFAULT_CALIBRATE, prefilter_policy
 from bon.swap import swap_policy
 
 AGGREGATES = ("copeland", "borda", "bradley-terry")
@@ -30,10 +32,11 @@ AGGREGATES = ("copeland", "borda", "bradley-terry")
 
 class RoundRobin(Strategy):
     name = "round-robin"
-    added_later = ("ties", "max_flip", "audit")  # at their defaults, identities (and labels) stay as before
+    added_later = ("ties", "max_flip", "audit", "prefilter", "keep", "calibrate")  # at their defaults, identities (and labels) stay as before
 
     def __init__(self, aggregate: str = "copeland", swap: str = "both", gate: float | str = 1.0, confidence: str = "auto",
-                 early_stop: bool = False, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None) -> None:
+                 early_stop: bool = False, ties: str = "gate", max_flip: float = 0.02, audit: float | None = None,
+                 prefilter: str | None = None, keep: int | str | None = None, calibrate: float = DEFAULT_CALIBRATE) -> None:
         if aggregate not in AGGREGATES:
             raise BonError(f"round-robin: aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
         if not isinstance(early_stop, bool):
@@ -43,6 +46,7 @@ class RoundRobin(Strategy):
         self.aggregate = aggregate
         self.early_stop = early_stop
         self.swap = swap_policy(swap, gate, confidence, "round-robin", ties, max_flip, audit)
+        self.prefilter = prefilter_policy(prefilter, keep, calibrate, "round-robin")
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "aggregate": self.aggregate, **({"early_stop": True} if self.early_stop else {}),

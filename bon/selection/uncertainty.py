@@ -11,6 +11,8 @@ round pairs the candidates once (one order), then each round asks the leader aga
 most likely to beat it, each pair's orders alternating (so a position bias shows up and is fitted).
 The bracket stops when no candidate's expected margin over the leader, E[max(s_j - s_L, 0)], exceeds
 ``tolerance``, or at ``max_calls`` (default 2(N-1), the knockout's); the pick reports whether it settled.
+``prefilter: JUDGE`` with ``keep: k`` (or ``auto``) runs it only among the k candidates a pointwise judge
+scores best (:mod:`bon.selection.prefilter`; the cap is then 2(k-1)).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from bon.errors import BonError
 from bon.protocol import MatchResult, Verdict
 from bon.selection.base import Bracket, Finish, Strategy
+from bon.selection.prefilter import DEFAULT_CALIBRATE, prefilter_policy
 from bon.swap import SwapPolicy, confidence, exact_tie, unit_number
 
 ONE_ORDER = SwapPolicy("gated", 0.0, "auto", "settle")  # every answered verdict stands: one call per comparison
@@ -34,8 +37,10 @@ NOISE_FLOOR = 0.1  # a judge whose two orders always mirror each other still err
 
 class Uncertainty(Strategy):
     name = "uncertainty"
+    added_later = ("prefilter", "keep", "calibrate")  # at their defaults, identities (and labels) stay as before
 
-    def __init__(self, tolerance: float = 0.05, noise: float | str = "auto", max_calls: int | None = None) -> None:
+    def __init__(self, tolerance: float = 0.05, noise: float | str = "auto", max_calls: int | None = None,
+                 prefilter: str | None = None, keep: int | str | None = None, calibrate: float = DEFAULT_CALIBRATE) -> None:
         self.tolerance = unit_number(tolerance, "tolerance", "uncertainty")
         self.noise = noise if noise == "auto" else unit_number(noise, "noise", "uncertainty", "a number in (0, 1] or 'auto'")
         if self.noise == 0:
@@ -45,6 +50,7 @@ class Uncertainty(Strategy):
             raise BonError(f"uncertainty: max_calls must be a positive whole number, got {max_calls!r}")
         self.max_calls = max_calls
         self.swap = ONE_ORDER
+        self.prefilter = prefilter_policy(prefilter, keep, calibrate, "uncertainty")
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "tolerance": self.tolerance, "noise": self.noise, "max_calls": self.max_calls}

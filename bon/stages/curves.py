@@ -16,6 +16,7 @@ from bon.content import TASKS, Candidate, Prompt
 from bon.referee import Referee
 from bon.seeds import derive_seed
 from bon.selection import Strategy, run_selection
+from bon.stages.select import verifier_utility
 from bon.stages.verify import ScoreKey
 
 
@@ -41,7 +42,8 @@ def bon_curve(
     n_subsets: int = 20,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """Rows of (task, generator, n, bon_score, random_score, oracle_score, extra_calls, subsets)."""
+    """Rows of (task, generator, n, bon_score, random_score, oracle_score, extra_calls, subsets, and the cost of
+    one subset's pick: the main judge's ``calls_per_prompt`` and, with a prefilter, ``prefilter_calls_per_prompt``)."""
     n_max = max(len(c) for by_prompt in candidates.values() for c in by_prompt.values())
     tasks = [t for t in TASKS if any(p.task == t for p in prompts)]
     rows = []
@@ -51,7 +53,7 @@ def bon_curve(
                 groups = [(p, sub) for p in prompts if p.task == task
                           for sub in subsets(by_prompt[p.id], size, n_subsets, seed, f"{gen}/{p.id}")]
                 made_before = referee.stats.calls_made
-                picks = run_selection(strategy, referee, groups, seed=seed)
+                picks = run_selection(strategy, referee, groups, seed=seed, utility=verifier_utility(groups, scores))
                 rows.append(_row(task, gen, size, picks, groups, scores, referee.stats.calls_made - made_before))
     return rows
 
@@ -66,8 +68,11 @@ def _row(task: str, gen: str, size: int, picks, groups, scores, extra: int) -> d
         if ok:
             random_.append(float(np.mean(ok)))
             oracle.append(float(np.max(ok)))
+    prefiltered = any(p.kept is not None for p in picks)
     return {"task": task, "generator": gen, "n": size, "subsets": len(groups), "bon_score": _mean(bon),
-            "random_score": _mean(random_), "oracle_score": _mean(oracle), "extra_calls": extra}
+            "random_score": _mean(random_), "oracle_score": _mean(oracle), "extra_calls": extra,
+            "calls_per_prompt": _mean([p.calls for p in picks]),
+            **({"prefilter_calls_per_prompt": _mean([p.prefilter_calls for p in picks])} if prefiltered else {})}
 
 
 def _mean(values: list[float]) -> float:

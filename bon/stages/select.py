@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import math
+from typing import Any, Callable, Mapping
 
 from bon.content import Candidate, Prompt
 from bon.progress import note
@@ -23,17 +24,28 @@ def strategy_label(strategy: Strategy) -> str:
     return "-".join([strategy.name, *(k.replace("_", "-") if v is True else str(v) for k, v in changed)])
 
 
+def verifier_utility(groups: list[Any], scores: Mapping[Any, Mapping[str, Any]]) -> Callable[[int, int], float]:
+    """Candidate j of group i's verifier score (NaN when it has none)."""
+    def utility(i: int, j: int) -> float:
+        value = (scores.get(groups[i][1][j].key) or {}).get("score")
+        return math.nan if value is None else float(value)
+
+    return utility
+
+
 def select(
     referee: Referee,
     strategy: Strategy,
     prompts: list[Prompt],
     candidates: dict[str, dict[str, list[Candidate]]],  # generator -> prompt id -> candidates
     seed: int,
+    scores: Mapping[Any, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One bracket per (generator, prompt), all played together so the judge sees full batches."""
+    """One bracket per (generator, prompt), all played together so the judge sees full batches. ``scores``
+    (the verifier's, by candidate key) calibrate a prefilter's ``keep: auto``."""
     groups = [(p, cands[p.id]) for cands in candidates.values() for p in prompts]
     note(f"select ({referee.judge.name}): {len(groups)} prompts x generators, {strategy_label(strategy)}")
-    picks = run_selection(strategy, referee, groups, seed=seed)
+    picks = run_selection(strategy, referee, groups, seed=seed, utility=None if scores is None else verifier_utility(groups, scores))
     tasks = {p.id: p.task for p in prompts}
     return [
         {"judge": referee.judge.name, "strategy": strategy_label(strategy), "task": tasks[pk.prompt_id], **pk.as_dict()}

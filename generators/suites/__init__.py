@@ -292,31 +292,35 @@ def decode_image(value: Any, base: Path | None, origin: str) -> Image.Image | No
 
 def file_image(rel: str, base: Path, origin: str, hint: str = "") -> LazyImage:
     """A lazy image of the file ``rel`` under ``base``; a missing file is an error now, not at first use."""
-    if resolve_image_path(rel, base) is None:
+    if resolve_image_path(rel, base, origin) is None:
         raise BonError(f"{origin}: image file {rel} not found under {base}{hint}")
     return LazyImage(fetch=lambda: open_image_file(rel, base, origin), origin=origin)
 
 
 def open_image_file(rel: str, base: Path | None, origin: str) -> Image.Image:
-    path = resolve_image_path(rel, base)
+    path = resolve_image_path(rel, base, origin)
     if path is None:
         raise BonError(f"{origin}: image file {rel} not found" + (f" under {base}" if base else ""))
     return open_image(path, f"{origin}: {path}")  # under the pixel limit, one line when broken
 
 
-def resolve_image_path(rel: str, base: Path | None) -> Path | None:
-    """The file for ``rel``; tolerates an extension whose case differs from the file's (``.JPG``/``.jpg``)."""
-    p = Path(rel)
-    candidates = [p] if p.is_absolute() else ([base / p] if base is not None else []) + [p]
-    for c in candidates:
-        if c.is_file():
-            return c
-        folder = c.parent
-        if folder.is_dir():
-            stem = c.stem.lower()
-            for other in folder.iterdir():
-                if other.stem.lower() == stem and other.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"):
-                    return other
+def resolve_image_path(rel: str, base: Path | None, where: str = "image") -> Path | None:
+    """The file for ``rel``; tolerates an extension whose case differs from the file's (``.JPG``/``.jpg``).
+    With a ``base`` folder the one path rule holds (:func:`bon.content.safe_join`): relative to it and inside
+    it, never the working folder (an escape is a BonError naming ``where``); without one (a hub cache's
+    cell) the path as given."""
+    from bon.content import inside, safe_join
+
+    c = safe_join(base, rel, where) if base is not None else Path(rel)
+    if c.is_file():
+        return c
+    folder = c.parent
+    if folder.is_dir():
+        stem = c.stem.lower()
+        for other in folder.iterdir():
+            if other.stem.lower() == stem and other.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp") \
+                    and other.is_file():
+                return other if base is None or inside(other, base) else None
     return None
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from bon.content import Content, ImageItem, Prompt
 from bon.errors import BonError
-from bon.plugins import PairwiseJudge
+from bon.plugins import PairwiseJudge, Score
 from bon.protocol import Comparison, Verdict, score_from_margin, seeded_coin
 
 T = TypeVar("T")
@@ -113,6 +113,30 @@ class ScoringJudge(PairwiseJudge):
             return Verdict.failed(f"{self.name}: {exc}")
         except Exception as exc:  # a judge never raises for a bad response
             return Verdict.failed(f"{self.name}: {type(exc).__name__}: {exc}")
+
+    @property
+    def scores_alone(self) -> bool:
+        """Its verdicts compare two per-response scores (and so it can prefilter), unless a subclass decides
+        pairs another way (a position-biased or random judge has no score of one response)."""
+        cls = type(self)
+        return cls.response_score is not ScoringJudge.response_score and cls._decide is ScoringJudge._decide
+
+    def score(self, prompt: Prompt, responses: Sequence[Content]) -> list[Score]:
+        """Each response's own score (what its verdicts compare); no signal or a bad response: missing."""
+        if not self.scores_alone:
+            raise BonError(f"{self.name}: gives no score of one response")
+        return [self._score_one(prompt, r) for r in responses]
+
+    def _score_one(self, prompt: Prompt, response: Content) -> Score:
+        try:
+            value, _ = self.response_score(prompt, response)
+        except BonError as exc:
+            return Score(None, missing=f"{self.name}: {exc}")
+        except Exception as exc:  # a judge never raises for a bad response
+            return Score(None, missing=f"{self.name}: {type(exc).__name__}: {exc}")
+        if value is None:
+            return Score(None, missing=f"{self.name}: no signal in this response")
+        return Score(_round(value))  # as its verdicts record it (``score_a``/``score_b``)
 
     def coin_key(self, c: Comparison) -> tuple:
         return (self.algorithm, self.seed, c.prompt.content.digest, c.a.digest, c.b.digest, c.sample)
