@@ -34,7 +34,7 @@ from bon.run import Run, as_run, reason
 from bon.runfolder import RunFolder, write_text
 from bon.tasks import TASKS
 
-SHARD_ITEMS = 1000  # items per shard file: a few hundred kB, loaded when a filter reaches it
+SHARD_ITEMS = 100  # items per shard file (tens of kB): the first page (40 cards) needs one, at any size
 SHARDS = "view-data"  # the shards' folder beside view.html
 SHARD_CALL = "bonViewShard"  # what each shard file calls with its items
 
@@ -245,19 +245,29 @@ def write_viewer(run: Run | Path, out_dir: Path | None = None) -> tuple[Path, di
     for stale in sorted(folder.glob("*.js")) if folder.is_dir() else []:
         if stale.name not in names:  # a shard of an earlier, larger build
             stale.unlink()
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for part in parts:  # one entry per kind, task and judge, whatever the study's size: the page stays one size
+        group = groups.setdefault((part["kind"], part["task"], part["judge"]), [0, 0])
+        group[0] += part["count"]
+        group[1] += part["disagree"]
     index = {"run": str(run.root), "build": build, "judges": data["judges"], "tasks": data["tasks"], "total": len(data["items"]),
-             "shards": [[f"{SHARDS}/{name}", p["kind"], p["task"], p["judge"], p["count"], p["disagree"]]
-                        for name, p in zip(names, parts)]}
+             "per": SHARD_ITEMS, "groups": [[*key, *counts] for key, counts in groups.items()]}
     write_text(out.viewer, PAGE.replace("/*DATA*/", script_json(index)))
     return out.viewer, data
 
 
 def read_index(page: Path) -> dict[str, Any]:
-    """A written page's index: judges, tasks, total and per shard [path, kind, task, judge, items, disagreeing]."""
+    """A written page's index: judges, tasks, total, per kind, task and judge its items and disagreeing ones
+    (``groups``), and per shard (as the page numbers them) [path, kind, task, judge, items]."""
     import re
 
     html = Path(page).read_text(encoding="utf-8")
-    return json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+    index = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+    index["shards"] = []
+    for kind, task, judge, count, _ in index["groups"]:
+        for start in range(0, count, index["per"]):
+            index["shards"].append([f"{SHARDS}/{len(index['shards']):05d}.js", kind, task, judge, min(index["per"], count - start)])
+    return index
 
 
 def read_shards(page: Path) -> dict[str, Any]:
@@ -311,6 +321,10 @@ td.reason{white-space:pre-wrap;color:#333}.muted{color:#5b6470}
       return {kind:r[0],task:r[1],judge:r[2],id:r[3],generator:r[4],prompt:raw.contents[r[5]],a:raw.contents[r[6]],b:raw.contents[r[7]],
               labels:[S[r[8]],S[r[9]]],note:S[r[10]],best:r[11],fwd:verdict(r[12]),rev:verdict(r[13]),disagree:r[14]===1};});
   }
+  index.shards=[];index.groups.forEach(function(g){
+    for(var i=0;i<Math.ceil(g[3]/index.per);i++){var n=String(index.shards.length);while(n.length<5)n="0"+n;
+      index.shards.push(["view-data/"+n+".js",g[0],g[1],g[2],Math.min(index.per,g[3]-i*index.per),i===0?g[4]:0,g[4]]);}
+  });
   window.bonViewShard=function(name,build,raw){if(build===index.build)loaded[index.dir+name]=unpack(raw);};
   index.dir="view-data/";
   function load(path){
@@ -351,7 +365,8 @@ td.reason{white-space:pre-wrap;color:#333}.muted{color:#5b6470}
     t.appendChild(fw);t.appendChild(rv);c.appendChild(t);return c;
   }
   function keep(it){return (!f.kind||it.kind===f.kind)&&(!f.judge||it.judge===f.judge)&&(!f.task||it.task===f.task)&&(!f.disagree||it.disagree)&&(!f.id||it.id.toLowerCase().indexOf(f.id.toLowerCase())>=0);}
-  function wanted(sh){return (!f.kind||sh[1]===f.kind)&&(!f.task||sh[2]===f.task)&&(!f.judge||sh[3]===f.judge)&&(!f.disagree||sh[5]>0);}
+  /* sh: [path, kind, task, judge, items, the group's disagreeing items on its first shard, the group's] */
+  function wanted(sh){return (!f.kind||sh[1]===f.kind)&&(!f.task||sh[2]===f.task)&&(!f.judge||sh[3]===f.judge)&&(!f.disagree||sh[6]>0);}
   function render(){
     var box=document.getElementById("cards");box.textContent="";
     var hits=[],known=0,open=false,bad=[];

@@ -2185,7 +2185,9 @@ def make_score_case(rng: Random, folder: Path, fixtures: Fixtures | None = None)
     out = w.out if not w.out.startswith("bench/") else w.out.replace("bench/", f"{w.bench}/", 1)
     argv = ["score", "--verifier", w.verifier, *opts, "--items", f"{w.bench}/items.jsonl", "--out-file", out, *w.extra, "--json", "agg.json"]
     bad = bool(w.bad)
-    expect = frozenset({2}) if bad else frozenset({3} if w.transient else {0}) | ({2} if w.maybe_bad else set())
+    # a broken image is a failed score with its reason (0: nothing left pending when it was the only item to
+    # score), or refused (2)
+    expect = frozenset({2}) if bad else frozenset({3} if w.transient else {0}) | ({0, 2} if w.maybe_bad else set())
     n_items = len(w.items)
 
     def answer(case: Case, stdout: str) -> str | None:

@@ -39,14 +39,17 @@ def replay_file(path: Path, all_cases: list[dict]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def official_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("isg")
-    all_cases = cases()
+def score_cases(root: Path, all_cases: list[dict]):
+    """bon's scores of hand-made cases: their images written, their replies replayed."""
     items = [c["item"] for c in all_cases]
     write_images(root, items)
     verifier = IsgVerifier(grader=f"replay:{replay_file(root / 'replies.jsonl', all_cases)}")
     return score_items(verifier, items, root)
+
+
+@pytest.fixture(scope="module")
+def official_run(tmp_path_factory):
+    return score_cases(tmp_path_factory.mktemp("isg"), cases())
 
 
 def test_expected_values_name_the_official_code():
@@ -263,12 +266,7 @@ def test_bon_score_through_the_cli_gives_the_official_numbers(tmp_path, monkeypa
 
 @pytest.fixture(scope="module")
 def fresh_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("isg-fresh")
-    all_cases = fresh_cases()
-    items = [c["item"] for c in all_cases]
-    write_images(root, items)
-    verifier = IsgVerifier(grader=f"replay:{replay_file(root / 'replies.jsonl', all_cases)}")
-    return score_items(verifier, items, root)
+    return score_cases(tmp_path_factory.mktemp("isg-fresh"), fresh_cases())
 
 
 def test_the_fresh_set_equals_the_official_numbers_item_by_item_and_per_group(fresh_run):
