@@ -208,10 +208,10 @@ def sample_prompts(cfg: StudyConfig) -> tuple[dict[str, list[Shape]], str]:
 
 
 def base(task: str) -> str:
-    from bon.tasks import scorer_task
+    """bon's name of the task (``image`` -> ``t2i``), the key of the typical-prompt table."""
+    from bon.tasks import bon_task
 
-    name = scorer_task(task)
-    return {"image": "t2i"}.get(name, name)
+    return bon_task(task)
 
 
 def shape_of(content: Any) -> Shape:
