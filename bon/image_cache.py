@@ -16,7 +16,7 @@ import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from bon.errors import BonError
 
@@ -121,6 +121,37 @@ def release_freed() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+def file_bytes(path: Path) -> int:
+    """What the image at ``path`` takes decoded (RGB, as items load it: 4 bytes a pixel), read from its
+    header only; 0 when it cannot be read (the stage that reads it reports that)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.width * im.height * 4
+    except Exception:  # noqa: BLE001 - reported by the stage that decodes it
+        return 0
+
+
+def estimated_bytes(paths: Sequence[Path], sample: int = 16) -> int:
+    """Decoded bytes of all of ``paths``, from the headers of up to ``sample`` of them spread evenly."""
+    if not paths:
+        return 0
+    step = max(1, len(paths) // sample)
+    seen = [file_bytes(path) for path in paths[::step][:sample]]
+    return int(sum(seen) / len(seen) * len(paths))
+
+
+def part_count(total_bytes: int, units: int, workers: int = 1) -> int:
+    """Parts to cut ``units`` (prompts, pairs) into when ``workers`` processes (or threads) each hold
+    one part's decoded images at a time: the parts held at once fit the cache's bound together (each
+    at most bound / workers), and their number is a multiple of ``workers`` (parts of equal size keep
+    every worker busy to the end), at most one per unit. With no cache (a bound of 0) nothing is kept
+    anyway: one part per worker."""
+    rounds = max(1, -(-total_bytes // IMAGES.limit)) if IMAGES.limit > 0 else 1
+    return max(1, min(units, workers * rounds))
 
 
 def _file_key(path: Path) -> Key | None:

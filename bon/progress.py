@@ -71,8 +71,22 @@ class _LogLines(_Bar):
         _log(f"{self.description}: {self.done:,}/{self.total:,} done in {elapsed:.1f} s{rate}")
 
 
+_MUTED: list[bool] = []  # inside :func:`muted`
+
+
+@contextmanager
+def muted() -> Iterator[None]:
+    """No progress or notes from this process inside the block (a worker doing a part of a stage whose
+    progress the driver shows)."""
+    _MUTED.append(True)
+    try:
+        yield
+    finally:
+        _MUTED.pop()
+
+
 def _quiet() -> bool:
-    return os.environ.get("BON_QUIET") == "1"
+    return bool(_MUTED) or os.environ.get("BON_QUIET") == "1"
 
 
 def _log(line: str) -> None:

@@ -12,7 +12,7 @@ import platform
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 import yaml
@@ -21,11 +21,12 @@ from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
 from bon.content import Candidate, ImageItem, Prompt, decode_images
-from bon.image_cache import IMAGES
+from bon.image_cache import IMAGES, estimated_bytes, part_count
 from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
-from bon.progress import note
+from bon.mmrb2 import Pair, find_task_file, load_pairs
+from bon.progress import bar, muted, note
 from bon.provenance import library_versions
 from bon.redact import redact
 from bon.referee import Budget, Referee
@@ -35,11 +36,11 @@ from bon.recorded import (grader_view, official_spec, read_study_config, recorde
 from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
-from bon.stages.judge_bench import forget_decoded, judge_pairs, keep_decoded
+from bon.stages.judge_bench import forget_decoded, judge_pairs, keep_decoded, pair_images, share_images
 from bon.stages.pool import run_jobs, usable_cores, worker_count
 from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
-from bon.stages.select import select, strategy_label
+from bon.stages.select import prompt_by_prompt, select, strategy_label
 from bon.stages.verify import load_scores, unscored, verify
 from bon.store import JudgmentStore, new_invocation_id
 from bon.tasks import parse_task
@@ -165,10 +166,10 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
     verifier = LazyPlugin(cfg.verifier, "verifier")
-    if _cheap_and_local(executor, "verifier", [cfg.verifier]):  # it reads every image here: decoded in threads first
-        decode_once(candidates)
+    # a cheap verifier reads every image here: each part's images decoded in threads first
+    parts = decoded_parts if _cheap_and_local(executor, "verifier", [cfg.verifier]) else None
     try:
-        scores = verify(run, verifier, prompt_map, everything, executor=executor)
+        scores = verify(run, verifier, prompt_map, everything, executor=executor, parts=parts)
     finally:
         verifier.close()
     identities["verifier"] = verifier.identity()
@@ -272,12 +273,17 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
             finished("judge", specs[i].label)  # the judge's last reference died with _judge_one's frame
 
     open_store().close()  # schema, WAL mode and migrations once, before any worker opens the file
-    if workers > 1:  # what the judges read first (the preference set) is warmed first
-        keep_decoded(run.mmrb2, list(pair_counts))
-        decode_once(candidates)
+    if workers > 1 and prompt_by_prompt(strategy):
+        judged = _judged_in_parts(run, cfg, specs, strategy, bon_prompts, candidates, list(pair_counts), open_store, budget,
+                                  executor, workers)
+    else:
+        if workers > 1:  # what the judges read first (the preference set) is warmed first
+            keep_decoded(run.mmrb2, list(pair_counts))
+            decode_once(candidates)
+        judged = run_jobs(one_judge, len(specs), workers, costs=_relative_costs("judge", specs))
     books: JudgmentStore | None = None  # the driver's connection, opened once every worker is forked
     try:
-        for done in run_jobs(one_judge, len(specs), workers, costs=_relative_costs("judge", specs)):
+        for done in judged:
             books = books or open_store()
             name = done["name"]
             for stage, seconds in done["walls"].items():
@@ -301,6 +307,22 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
     return accuracies, judge_stats, picks, stopped
 
 
+def decoded_parts(candidates: list[Candidate]) -> Iterator[list[Candidate]]:
+    """``candidates`` in consecutive parts whose images fit the image cache's bound, each part's images
+    decoded and hashed here in threads before the caller reads it, and let go once it has: the stage
+    holds one part's pixels, however large the study."""
+    def images(part: list[Candidate]) -> list[ImageItem]:
+        return [item for c in part for item in c.content.items if isinstance(item, ImageItem)]
+
+    count = part_count(estimated_bytes([i.path for i in images(candidates) if i.path is not None]), len(candidates),
+                       usable_cores())
+    for k in range(count):
+        part = _slice(candidates, k, count)
+        decode_images(images(part), usable_cores())
+        yield part
+        IMAGES.clear()
+
+
 def decode_once(candidates: dict[str, dict[str, list[Candidate]]]) -> None:
     """Decode and hash every candidate image here, in threads, before the verifier scores them and before
     the judges' workers fork: they inherit the digests, and the pixels the image cache's bound holds,
@@ -309,15 +331,97 @@ def decode_once(candidates: dict[str, dict[str, list[Candidate]]]) -> None:
                    for c in cands for item in c.content.items if isinstance(item, ImageItem)], usable_cores())
 
 
+def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], strategy, bon_prompts: list[Prompt],
+                     candidates: dict[str, dict[str, list[Candidate]]], tasks: list[str], open_store, budget: Budget,
+                     executor, workers: int) -> list[dict[str, Any]]:
+    """Every judge on the preference set and the Best-of-N prompts, cut into parts whose images fit the
+    image cache's bound (:func:`bon.image_cache.part_count`): a worker decodes a part's images once,
+    every judge reads them there, and it lets them go before its next part, so no process holds more
+    pixels than one part, however large the study. Each prompt's pick and each pair's verdicts depend
+    on that prompt or pair alone (:func:`bon.stages.select.prompt_by_prompt`), so the answers are
+    those of one judge over everything; the driver puts each judge's parts together (judgment files in
+    the task file's order, picks in the study's order) and returns what :func:`_judge_one` returns."""
+    pairs = {task: load_pairs(find_task_file(run.mmrb2, parse_task(task))) for task in tasks}
+    images = pair_images(run.mmrb2, tasks)
+    pref_paths = list({item.path: 0 for by_pair in images.values() for found in by_pair.values() for item in found})
+    cand_paths = [item.path for by_prompt in candidates.values() for p in bon_prompts for c in by_prompt[p.id]
+                  for item in c.content.images if item.path is not None]
+    units = max([len(bon_prompts), *map(len, pairs.values())])
+    count = part_count(estimated_bytes(pref_paths) + estimated_bytes(cand_paths), units, workers)
+
+    def part(k: int) -> list[dict[str, Any]]:
+        mine = {task: _slice(found, k, count) for task, found in pairs.items()}
+        share_images(item for task, found in mine.items() for pair in found for item in images[task].get(pair.id, []))
+        store = open_store()
+        try:
+            with muted():
+                return [_judge_one(run, cfg, spec, strategy, _slice(bon_prompts, k, count), candidates, tasks, store, budget,
+                                   executor, mine) for spec in specs]
+        finally:
+            store.close()
+            forget_decoded()
+            IMAGES.clear()  # the next part's images in their place
+
+    merged: list[dict[str, Any]] = []
+    with bar(f"judge ({len(specs)} judges, {count} parts)", count) as progress:
+        for found in run_jobs(part, count, workers):
+            merged = [_merge_part(m, f) for m, f in zip(merged, found)] if merged else found
+            progress.advance()
+    rank = {(g, p.id): k for k, (g, p) in enumerate((g, p) for g in candidates for p in bon_prompts)}
+    for done in merged:
+        judgments = {task: {p.id: done["judgments"][task][p.id] for p in found if p.id in done["judgments"][task]}
+                     for task, found in pairs.items()}
+        done["accuracy"], done["bench"] = preference_accuracy(run, done["name"], judgments)
+        done["picks"].sort(key=lambda pick: rank[(pick["generator"], pick["prompt_id"])])
+        del done["judgments"]
+    return merged
+
+
+def _slice(items: list, k: int, count: int) -> list:
+    """The k-th of ``count`` consecutive parts of ``items``, of sizes that differ by one at most."""
+    return items[len(items) * k // count: len(items) * (k + 1) // count]
+
+
+def _merge_part(done: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """One judge's results so far and those of its next part: judgments and picks joined, walls and
+    counters summed."""
+    for task, judged in part["judgments"].items():
+        done["judgments"][task].update(judged)
+    done["picks"] += part["picks"]
+    done["walls"] = {stage: done["walls"][stage] + part["walls"][stage] for stage in done["walls"]}
+    done["last"] = {stage: _summed(done["last"][stage], part["last"][stage]) for stage in done["last"]}
+    return done
+
+
+def _summed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two parts' ``CallStats.as_dict()``: counts, seconds and dollars added, missing reasons counted together."""
+    out = {k: (round(v + b[k], 6) if isinstance(v, float) else v + b[k]) for k, v in a.items() if k != "missing_reasons"}
+    reasons = dict(a["missing_reasons"])
+    for reason, n in b["missing_reasons"].items():
+        reasons[reason] = reasons.get(reason, 0) + n
+    return {**out, "missing_reasons": reasons}
+
+
 def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],
                candidates: dict[str, dict[str, list[Candidate]]], tasks: list[str], store: JudgmentStore, budget: Budget,
-               executor) -> dict[str, Any]:
+               executor, pairs: dict[str, list[Pair]] | None = None) -> dict[str, Any]:
     """One judge's preference-set accuracy, picks and this invocation's counters; the judge is loaded
-    here and closed on return. Runs in the driver or in a forked worker, with its own store connection."""
+    here and closed on return. Runs in the driver or in a forked worker, with its own store connection.
+    With ``pairs`` (a part of each task's pairs, :func:`_judged_in_parts`) it answers those pairs and
+    returns their ``judgments`` instead of writing judgment files and an accuracy."""
     with loaded(spec, "judge") as judge:
         refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage, executor=executor,
                                retry_missing=cfg.retry_missing) for stage in JUDGE_STAGES}
         started = time.perf_counter()
+        if pairs is not None:
+            judgments = {task: judge_pairs(run.mmrb2, task, refs["mmrb2"], part=part) for task, part in pairs.items()}
+            walls = {"mmrb2": time.perf_counter() - started}
+            started = time.perf_counter()
+            judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
+            walls["selection"] = time.perf_counter() - started
+            return {"name": judge.name, "identity": judge.identity(), "judge_id": refs["mmrb2"].judge_id,
+                    "judgments": judgments, "picks": judge_picks, "walls": walls,
+                    "last": {stage: ref.stats.as_dict() for stage, ref in refs.items()}}
         accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
         walls = {"mmrb2": time.perf_counter() - started}
         started = time.perf_counter()
@@ -393,11 +497,15 @@ def load_study(run_dir) -> FinishedStudy:
 
 def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> tuple[dict[str, float], dict[str, Any]]:
     """The judge's official-semantics accuracy on each task of the mini preference set."""
+    return preference_accuracy(run, referee.judge.name, {task: judge_pairs(run.mmrb2, task, referee) for task in tasks})
+
+
+def preference_accuracy(run: RunFolder, judge: str, judgments: dict[str, dict]) -> tuple[dict[str, float], dict[str, Any]]:
+    """Write the judge's judgment file of each task and return its accuracy on each (and the detail)."""
     detail: dict[str, Any] = {}
-    for task in tasks:
-        judgments = judge_pairs(run.mmrb2, task, referee)
-        mmrb2.write_judgments(run.judgment_file(referee.judge.name, parse_task(task).file), judgments)
-        detail[task] = task_accuracy(run, referee.judge.name, task, judgments)
+    for task, judged in judgments.items():
+        mmrb2.write_judgments(run.judgment_file(judge, parse_task(task).file), judged)
+        detail[task] = task_accuracy(run, judge, task, judged)
     return {task: d["accuracy"] for task, d in detail.items()}, detail
 
 

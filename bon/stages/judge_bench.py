@@ -8,7 +8,7 @@ same judgments serve Best-of-N selection whenever the contents coincide.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from bon.content import Content, ImageItem, Prompt, decode_images, safe_join
 from bon.errors import BonError
@@ -49,6 +49,33 @@ def _content(raw: list, bench_dir: Path, folder: str, where: str) -> Content:
 _KEPT: dict[Path, ImageItem] = {}  # the preference set's images by path, hashed once by the driver (keep_decoded)
 
 
+def pair_images(bench_dir: Path, tasks: list[str]) -> dict[str, dict[str, list[ImageItem]]]:
+    """Per task, per pair (in file order), the image items of its prompt and both responses, new ones (no
+    pixels read). A task or pair that does not parse is left out: judge_pairs reports it."""
+    found: dict[str, dict[str, list[ImageItem]]] = {}
+    for task in tasks:
+        try:
+            spec = parse_task(task)
+            pairs = load_pairs(find_task_file(bench_dir, spec))
+        except Exception:  # noqa: BLE001 - judge_pairs reports it
+            continue
+        found[task] = {}
+        for pair in pairs:
+            try:
+                [comp] = pair_comparisons(pair, spec.name, bench_dir, 1)[:1]
+            except Exception:  # noqa: BLE001 - judge_pairs reports it
+                continue
+            found[task][pair.id] = [i for c in (comp.prompt.content, comp.a, comp.b) for i in c.items if isinstance(i, ImageItem)]
+    return found
+
+
+def share_images(items: Iterable[ImageItem]) -> None:
+    """Every judge that reads one of these images (by path) next gets this item, so its digest is
+    computed once for all of them (:func:`forget_decoded` lets them go)."""
+    for item in items:
+        _KEPT.setdefault(item.path, item)
+
+
 def keep_decoded(bench_dir: Path, tasks: list[str]) -> None:
     """Hash the preference set's images here (in threads), before the judges' workers fork, so every
     judge shares one item (path and digest) per image instead of hashing it again (9 judges: 9 decodes
@@ -58,24 +85,12 @@ def keep_decoded(bench_dir: Path, tasks: list[str]) -> None:
     from bon.stages.pool import usable_cores
 
     items: dict[Path, ImageItem] = {}
-    for task in tasks:
-        try:
-            spec = parse_task(task)
-            pairs = load_pairs(find_task_file(bench_dir, spec))
-        except Exception:  # noqa: BLE001 - judge_pairs reports it
-            continue
-        for pair in pairs:
-            try:
-                [comp] = pair_comparisons(pair, spec.name, bench_dir, 1)[:1]
-            except Exception:  # noqa: BLE001 - judge_pairs reports it
-                continue
-            for item in (i for c in (comp.prompt.content, comp.a, comp.b) for i in c.items if isinstance(i, ImageItem)):
-                if item.path not in _KEPT:
-                    items.setdefault(item.path, item)
+    for by_pair in pair_images(bench_dir, tasks).values():
+        for item in (i for found in by_pair.values() for i in found):
+            if item.path not in _KEPT:
+                items.setdefault(item.path, item)
     todo = list(items.values())
-    for item, ok in zip(todo, decode_images(todo, usable_cores())):
-        if ok:
-            _KEPT[item.path] = item
+    share_images(item for item, ok in zip(todo, decode_images(todo, usable_cores())) if ok)
 
 
 def forget_decoded() -> None:
@@ -114,16 +129,18 @@ def judge_pairs(
     limit: int | None = None,
     done: dict[str, dict] | None = None,
     save: Callable[[dict[str, dict]], None] | None = None,
+    part: Sequence[Pair] | None = None,
 ) -> dict[str, dict]:
     """Judge every pair (or the first ``limit``) of one task; returns the official judgment mapping.
 
     Pairs complete in ``done`` (an earlier, interrupted run's file) are kept as they are; ``save`` is
-    called with everything so far after each batch, so a killed run loses at most one batch. A pair
+    called with everything so far after each batch, so a killed run loses at most one batch. ``part``:
+    only these pairs of the task's file, read already (a part of the set, :func:`bon.study.judge_and_select`). A pair
     with a transient failure is not written (the referee's ``stats.transient`` counts its pending
     calls): the file holds final answers only, and a rerun asks what is left.
     """
     task = parse_task(task)
-    pairs = load_pairs(find_task_file(bench_dir, task))[:limit]
+    pairs = list(part) if part is not None else load_pairs(find_task_file(bench_dir, task))[:limit]
     samples = referee.samples
     out: dict[str, dict] = {p.id: done[p.id] for p in pairs if done and is_complete(done.get(p.id), samples, referee.retry_missing)}
     todo = [p for p in pairs if p.id not in out]

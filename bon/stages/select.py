@@ -24,6 +24,18 @@ def strategy_label(strategy: Strategy) -> str:
     return "-".join([strategy.name, *(k.replace("_", "-") if v is True else str(v) for k, v in changed)])
 
 
+def prompt_by_prompt(strategy: Strategy) -> bool:
+    """Whether each prompt's pick depends on its own matches alone, so that the prompts may be judged in
+    parts (:func:`bon.study.judge_and_select`): a built-in strategy that asks both orders of every match.
+    A gated swap (its gate calibrated, audited or falling back on what earlier matches showed), a cascade
+    (its gate likewise) and a prefilter's ``keep: auto`` (calibrated on held-out prompts) learn across
+    prompts, and a plugin's own strategy may: those judge every prompt together."""
+    if not type(strategy).__module__.startswith("bon.selection."):
+        return False
+    prefilter = getattr(strategy, "prefilter", None)
+    return not strategy.swap.gated and strategy.cascade is None and (prefilter is None or prefilter.keep != "auto")
+
+
 def verifier_utility(groups: list[Any], scores: Mapping[Any, Mapping[str, Any]]) -> Callable[[int, int], float]:
     """Candidate j of group i's verifier score (NaN when it has none)."""
     def utility(i: int, j: int) -> float:

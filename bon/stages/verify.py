@@ -9,6 +9,7 @@ order at the end, so the file is the one a local run writes."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Iterable
 
 from bon.content import Candidate, Prompt, append_jsonl, read_jsonl, reorder_jsonl
 from bon.executors.local import LocalExecutor
@@ -26,9 +27,12 @@ def load_scores(run: RunFolder, path: Path | None = None) -> dict[ScoreKey, dict
 
 
 def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candidates: list[Candidate],
-           path: Path | None = None, executor=None) -> dict[ScoreKey, dict]:
+           path: Path | None = None, executor=None,
+           parts: Callable[[list[Candidate]], Iterable[list[Candidate]]] | None = None) -> dict[ScoreKey, dict]:
     """Score every candidate not yet in ``path`` (default: the study's ``scores.jsonl``); ``executor``
-    (default: in-process) runs the scoring, this driver writes the scores."""
+    (default: in-process) runs the scoring, this driver writes the scores. ``parts`` cuts the candidates
+    left into consecutive parts, scored one after another (each part's images decoded before it is
+    scored and let go after: :func:`bon.study.decoded_parts`)."""
     executor = executor or LocalExecutor()
     path = path or run.scores
     scores = load_scores(run, path)
@@ -36,15 +40,17 @@ def verify(run: RunFolder, verifier: Verifier, prompts: dict[str, Prompt], candi
     pending: list[dict] = []
     with bar(f"verify ({verifier.name})", len(candidates)) as progress:
         progress.advance(len(candidates) - len(todo))
-        shuffled, last = False, -1
-        for i, score in executor.score_all(verifier, [(prompts[c.prompt_id], c) for c in todo]):
-            cand, shuffled, last = todo[i], shuffled or i < last, i
-            if not (score.transient or (score.value is None and looks_transient(score.missing))):
-                pending.append(_record(cand, score))
-            progress.advance()
-            if len(pending) >= FLUSH_EVERY:
-                append_jsonl(path, pending)
-                pending = []
+        shuffled, last, offset = False, -1, 0
+        for part in parts(todo) if parts is not None else [todo]:
+            for i, score in executor.score_all(verifier, [(prompts[c.prompt_id], c) for c in part]):
+                cand, shuffled, last = part[i], shuffled or offset + i < last, offset + i
+                if not (score.transient or (score.value is None and looks_transient(score.missing))):
+                    pending.append(_record(cand, score))
+                progress.advance()
+                if len(pending) >= FLUSH_EVERY:
+                    append_jsonl(path, pending)
+                    pending = []
+            offset += len(part)
         append_jsonl(path, pending)
     if shuffled:
         rank = {c.key: k for k, c in enumerate(candidates)}
