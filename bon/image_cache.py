@@ -6,6 +6,8 @@ The bound is ``BON_IMAGE_CACHE`` (bytes, or with a K/M/G suffix; default 1G; 0 k
 Entries are keyed by file (path, size and modification time), so a file rewritten in place is
 decoded again. A forked worker inherits the driver's entries (shared pages, not copies): it never
 evicts them (that would free nothing) and caches its own decodes only in the room they leave.
+A stage that reads every image (the demo's verifier, its forked judges) works through the study in
+parts whose images fit the bound (:func:`part_count`), letting each part's pixels go before the next.
 Cached images are shared: a caller that changes pixels works on a copy.
 """
 

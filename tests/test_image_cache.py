@@ -12,7 +12,8 @@ from PIL import Image
 
 from bon.content import ImageItem
 from bon.errors import BonError
-from bon.image_cache import CACHE_ENV, DEFAULT_CACHE_BYTES, IMAGES, ImageCache, cache_limit, image_bytes
+from bon.image_cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, IMAGES, ImageCache, cache_limit, estimated_bytes, image_bytes,
+                             part_count)
 
 
 def _png(path: Path, colour: tuple[int, int, int], size: int = 8) -> Path:
@@ -73,6 +74,22 @@ def test_an_unsaved_image_holds_its_pixels_until_written(tmp_path):
     assert held._image is not None  # what a Ray worker sends back when the driver cannot read its disk
 
 
+def test_parts_held_at_once_fit_the_bound_together_and_keep_every_worker_busy(tmp_path, monkeypatch):
+    from bon.study import _slice
+
+    monkeypatch.setattr(IMAGES, "_limit", 100)
+    assert part_count(250, 1000, workers=2) == 6  # 42 bytes a part: two parts at once within 100
+    assert part_count(50, 1000, workers=2) == 2  # it fits: one part per worker
+    assert part_count(10**6, 5, workers=2) == 5  # never more parts than prompts or pairs
+    monkeypatch.setattr(IMAGES, "_limit", 0)
+    assert part_count(10**6, 1000, workers=2) == 2  # no cache, nothing to fit: one part per worker
+    items = list(range(23))
+    assert [x for k in range(6) for x in _slice(items, k, 6)] == items
+    assert {len(_slice(items, k, 6)) for k in range(6)} == {3, 4}
+    paths = [_png(tmp_path / f"{k}.png", (k, 0, 0), size=8 + k % 2 * 8) for k in range(10)]
+    assert estimated_bytes(paths, sample=10) == 5 * (8 * 8 * 4) + 5 * (16 * 16 * 4)  # from the headers: RGB at 4 bytes
+
+
 def _study(root: Path, out: str, *args: str) -> dict[str, str]:
     from benchmarks._files_study import build_files_study
     from bon.cli import main
@@ -84,17 +101,23 @@ def _study(root: Path, out: str, *args: str) -> dict[str, str]:
 
 
 def test_a_files_study_under_a_tiny_image_cache_equals_the_uncapped_one(tmp_path, monkeypatch):
+    from bon import study
+
     """24 candidates of 24 x 24 pixels (55 KiB decoded) under a 7 KiB cache (3 images): forked judges
-    (they share what the driver warmed) and judges in one process (a call budget) both re-decode, and
+    (a part of the study per worker at a time) and judges in one process (a call budget) both re-decode, and
     every pick, score and result equals the run that kept every image."""
     monkeypatch.setenv("BON_QUIET", "1")
+    monkeypatch.setenv("BON_WORKERS", "2")  # forked judges even on one core
     monkeypatch.setattr(IMAGES, "_limit", DEFAULT_CACHE_BYTES)
     full = _study(tmp_path, "full")
     limit = 3 * 24 * 24 * 4
     monkeypatch.setattr(IMAGES, "_limit", limit)
     monkeypatch.setattr(IMAGES, "peak", 0)
     IMAGES.clear()
+    counts: list[int] = []
+    monkeypatch.setattr(study, "part_count", lambda *a, **k: counts.append(part_count(*a, **k)) or counts[-1])
     forked = _study(tmp_path, "capped-forked")
+    assert counts[-1] == 6  # the judges' parts: one prompt each (four images, more than the bound)
     misses = IMAGES.misses
     in_driver = _study(tmp_path, "capped-one-process", "--max-calls", "100000")
     assert IMAGES.misses - misses >= 2 * 24  # hashing and a judge each decode every image: the cap was in force
