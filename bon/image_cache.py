@@ -146,13 +146,21 @@ def estimated_bytes(paths: Sequence[Path], sample: int = 16) -> int:
     return int(sum(seen) / len(seen) * len(paths))
 
 
+PART_BYTES = 128 * 2**20  # the most decoded pixels one part of a stage holds (2,048 of the demo's images):
+# a part costs its worker a few set-ups (its judges built, a store connection), well under 1% of judging
+# that many images, so larger parts save nothing and only hold more memory
+
+
 def part_count(total_bytes: int, units: int, workers: int = 1) -> int:
     """Parts to cut ``units`` (prompts, pairs) into when ``workers`` processes (or threads) each hold
-    one part's decoded images at a time: the parts held at once fit the cache's bound together (each
-    at most bound / workers), and their number is a multiple of ``workers`` (parts of equal size keep
-    every worker busy to the end), at most one per unit. With no cache (a bound of 0) nothing is kept
-    anyway: one part per worker."""
-    rounds = max(1, -(-total_bytes // IMAGES.limit)) if IMAGES.limit > 0 else 1
+    one part's decoded images at a time: each part at most :data:`PART_BYTES`, and the parts held at
+    once fit the cache's bound together (each at most bound / workers); their number is a multiple of
+    ``workers`` (parts of equal size keep every worker busy to the end), at most one per unit. With no
+    cache (a bound of 0) nothing is kept anyway: one part per worker."""
+    if IMAGES.limit <= 0:
+        return max(1, min(units, workers))
+    part = max(1, min(PART_BYTES, IMAGES.limit // workers))
+    rounds = max(1, -(-total_bytes // (part * workers)))
     return max(1, min(units, workers * rounds))
 
 

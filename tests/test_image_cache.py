@@ -12,8 +12,8 @@ from PIL import Image
 
 from bon.content import ImageItem
 from bon.errors import BonError
-from bon.image_cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, IMAGES, ImageCache, cache_limit, estimated_bytes, image_bytes,
-                             part_count)
+from bon.image_cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, IMAGES, PART_BYTES, ImageCache, cache_limit, estimated_bytes,
+                             image_bytes, part_count)
 
 
 def _png(path: Path, colour: tuple[int, int, int], size: int = 8) -> Path:
@@ -81,6 +81,8 @@ def test_parts_held_at_once_fit_the_bound_together_and_keep_every_worker_busy(tm
     assert part_count(250, 1000, workers=2) == 6  # 42 bytes a part: two parts at once within 100
     assert part_count(50, 1000, workers=2) == 2  # it fits: one part per worker
     assert part_count(10**6, 5, workers=2) == 5  # never more parts than prompts or pairs
+    monkeypatch.setattr(IMAGES, "_limit", DEFAULT_CACHE_BYTES)
+    assert part_count(2**30, 10**6, workers=2) == 2**30 // PART_BYTES  # a large bound: parts of PART_BYTES
     monkeypatch.setattr(IMAGES, "_limit", 0)
     assert part_count(10**6, 1000, workers=2) == 2  # no cache, nothing to fit: one part per worker
     items = list(range(23))
