@@ -7,12 +7,14 @@ judge's calls.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import platform
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 import yaml
@@ -316,8 +318,7 @@ def decoded_parts(candidates: list[Candidate]) -> Iterator[list[Candidate]]:
 
     count = part_count(estimated_bytes([i.path for i in images(candidates) if i.path is not None]), len(candidates),
                        usable_cores())
-    for k in range(count):
-        part = _slice(candidates, k, count)
+    for part in _parts(candidates, count, lambda c: len(images([c]))):
         decode_images(images(part), usable_cores())
         yield part
         IMAGES.clear()
@@ -349,14 +350,17 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
     units = max([len(bon_prompts), *map(len, pairs.values())])
     count = part_count(estimated_bytes(pref_paths) + estimated_bytes(cand_paths), units, workers)
 
+    pair_parts = {task: _parts(found, count, lambda pair: len(images[task].get(pair.id, []))) for task, found in pairs.items()}
+    prompt_parts = _parts(bon_prompts, count, lambda p: sum(len(c.content.images) for g in candidates for c in candidates[g][p.id]))
+
     def part(k: int) -> list[dict[str, Any]]:
-        mine = {task: _slice(found, k, count) for task, found in pairs.items()}
+        mine = {task: found[k] for task, found in pair_parts.items()}
         share_images(item for task, found in mine.items() for pair in found for item in images[task].get(pair.id, []))
         store = open_store()
         try:
             with muted():
-                return [_judge_one(run, cfg, spec, strategy, _slice(bon_prompts, k, count), candidates, tasks, store, budget,
-                                   executor, mine) for spec in specs]
+                return [_judge_one(run, cfg, spec, strategy, prompt_parts[k], candidates, tasks, store, budget, executor, mine)
+                        for spec in specs]
         finally:
             store.close()
             forget_decoded()
@@ -377,9 +381,14 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
     return merged
 
 
-def _slice(items: list, k: int, count: int) -> list:
-    """The k-th of ``count`` consecutive parts of ``items``, of sizes that differ by one at most."""
-    return items[len(items) * k // count: len(items) * (k + 1) // count]
+def _parts(items: list, count: int, weight: Callable[[Any], int]) -> list[list]:
+    """``items`` in ``count`` consecutive parts of about equal total ``weight`` (their images: a prompt of
+    interleaved responses holds several), of about equal length where nothing weighs."""
+    sums = list(itertools.accumulate(weight(x) for x in items))
+    total = sums[-1] if sums else 0
+    cuts = [bisect.bisect_right(sums, total * j / count) if total else len(items) * j // count for j in range(1, count)]
+    bounds = [0, *cuts, len(items)]
+    return [items[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _merge_part(done: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def test_an_unsaved_image_holds_its_pixels_until_written(tmp_path):
 
 
 def test_parts_held_at_once_fit_the_bound_together_and_keep_every_worker_busy(tmp_path, monkeypatch):
-    from bon.study import _slice
+    from bon.study import _parts
 
     monkeypatch.setattr(IMAGES, "_limit", 100)
     assert part_count(250, 1000, workers=2) == 6  # 42 bytes a part: two parts at once within 100
@@ -86,8 +86,11 @@ def test_parts_held_at_once_fit_the_bound_together_and_keep_every_worker_busy(tm
     monkeypatch.setattr(IMAGES, "_limit", 0)
     assert part_count(10**6, 1000, workers=2) == 2  # no cache, nothing to fit: one part per worker
     items = list(range(23))
-    assert [x for k in range(6) for x in _slice(items, k, 6)] == items
-    assert {len(_slice(items, k, 6)) for k in range(6)} == {3, 4}
+    parts = _parts(items, 6, lambda x: 1)
+    assert [x for part in parts for x in part] == items and {len(part) for part in parts} == {3, 4}
+    heavy = _parts(items, 4, lambda x: 10 if x < 4 else 1)  # four items weigh as much as the other 19 and more
+    assert [x for part in heavy for x in part] == items and [len(part) for part in heavy] == [1, 1, 6, 15]
+    assert [len(part) for part in _parts(items, 3, lambda x: 0)] == [7, 8, 8]  # nothing weighs: by length
     paths = [_png(tmp_path / f"{k}.png", (k, 0, 0), size=8 + k % 2 * 8) for k in range(10)]
     assert estimated_bytes(paths, sample=10) == 5 * (8 * 8 * 4) + 5 * (16 * 16 * 4)  # from the headers: RGB at 4 bytes
 
