@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from scipy.stats import spearmanr
+from scipy.stats import spearmanr, t as t_dist
 
 from analysis_run import make_run
 from analysis.prediction import NO_RELATION, GainData, MIN_FIT_JUDGES, fit_lines, validation
 from bon.cli import main
+from bon.seeds import derive_seed
 
 LINE = re.compile(r"^(?P<judge>\S+)  (?P<task>\w+)/(?P<gen>\w+)  accuracy (?P<acc>[\d.]+)  gain (?P<gain>[-+][\d.]+) "
                   r"\[(?P<lo>[-+][\d.]+), (?P<hi>[-+][\d.]+)\]  score (?P<score>[\d.]+)")
@@ -24,33 +25,56 @@ def _data(x, y, generator="g1", bootstrap=200):
                     np.tile(x, (bootstrap, 1)), np.tile(y, (bootstrap, 1)), 0.5)
 
 
+def _by_hand(xs: np.ndarray, ys: np.ndarray, names: list[str], x0: float, bootstrap: int, level: float = 0.9):
+    """A held-out prediction computed from the module docstring's recipe with numpy's own least squares
+    (np.polyfit), not analysis.prediction's: the line of the others, their scatter s² (n − 2 degrees of freedom),
+    the judge bootstrap (multinomial counts drawn from the seed of task, generator and the fit's judge names; a
+    replicate whose judges hold one accuracy has no line), the interval ŷ ± t(n−2)·sqrt(V_fit + s²) and the slope's
+    interval (its quantiles; this fixture's prompt and pair replicates all equal the point values)."""
+    slope, icpt = np.polyfit(xs, ys, 1)
+    s2 = ((ys - (icpt + slope * xs)) ** 2).sum() / (len(xs) - 2)
+    rng = np.random.default_rng(derive_seed(0, "predict-judges", "t2i", "g1", *names))
+    counts = rng.multinomial(len(xs), np.full(len(xs), 1.0 / len(xs)), size=bootstrap)
+    lines = np.array([np.polyfit(xs, ys, 1, w=np.sqrt(c)) for c in counts if np.unique(xs[c > 0]).size > 1])
+    v_fit = np.var(lines[:, 1] + lines[:, 0] * x0, ddof=1)
+    half = t_dist.ppf(0.5 + level / 2, len(xs) - 2) * np.sqrt(v_fit + s2)
+    point = icpt + slope * x0
+    lo, hi = np.quantile(lines[:, 0], [0.5 - level / 2, 0.5 + level / 2])
+    return point, point - half, point + half, bool(lo <= 0 <= hi)
+
+
 def test_leave_one_judge_out_table_equals_a_hand_computation():
-    """Five judges, no measurement noise: each held-out prediction is the least-squares line of the other four
-    (np.polyfit), its interval at least t(2)·s wide on each side, and MAE, coverage and ρ are those of the rows."""
-    x = [50.0, 55.0, 62.0, 70.0, 81.0]
-    y = [0.00, 0.03, 0.02, 0.09, 0.11]
+    """Five judges, no measurement noise, one of them (j2) far above the others' line: each held-out row
+    (prediction, interval, score, coverage, flags) equals :func:`_by_hand` on the other four, and the summary's MAE,
+    coverage with its count, ρ and count of slopes without a relation are those of the rows."""
+    x = np.array([50.0, 55.0, 62.0, 70.0, 81.0])
+    y = np.array([0.00, 0.02, 0.15, 0.07, 0.10])
+    names = [f"j{k}" for k in range(5)]
     out = validation([_data(x, y)], seed=0, level=0.9)
     rows = out["rows"]
-    assert list(rows["judge"]) == [f"j{k}" for k in range(5)]
+    assert list(rows["judge"]) == names and set(rows["holdout"]) == {"judge"}
+    hand = []
     for k, row in rows.iterrows():
-        xs, ys = np.delete(x, k), np.delete(y, k)
-        slope, icpt = np.polyfit(xs, ys, 1)
-        resid = ys - (icpt + slope * xs)
-        s = np.sqrt((resid ** 2).sum() / (len(xs) - 2))
-        assert row["predicted_gain"] == pytest.approx(icpt + slope * x[k], abs=1e-12)
-        assert row["predicted_score"] == pytest.approx(0.5 + icpt + slope * x[k], abs=1e-12)
-        assert row["measured_gain"] == y[k]
-        half = (row["hi"] - row["lo"]) / 2
-        assert row["predicted_gain"] == pytest.approx((row["hi"] + row["lo"]) / 2, abs=1e-12)
-        assert half >= 2.919986 * s - 1e-12  # t(0.95, 2 df) · s: the scatter alone
-        assert row["covered"] == (row["lo"] <= y[k] <= row["hi"])
+        others = [j for j in range(5) if j != k]
+        point, lo, hi, flat = _by_hand(x[others], y[others], [names[j] for j in others], x[k], bootstrap=200)
+        hand.append((point, lo, hi, flat))
+        assert row["accuracy"] == x[k] and row["measured_gain"] == y[k]
+        assert row["predicted_gain"] == pytest.approx(point, abs=1e-12)
+        assert row["predicted_score"] == pytest.approx(0.5 + point, abs=1e-12)
+        assert (row["lo"], row["hi"]) == (pytest.approx(lo, abs=1e-10), pytest.approx(hi, abs=1e-10))
+        assert row["covered"] == (lo <= y[k] <= hi)
+        flags = ([NO_RELATION] if flat else []) + (["extrapolation"] if k in (0, 4) else [])  # 4 judges: not "few"
+        assert row["flags"] == "; ".join(flags), k
+    points = np.array([h[0] for h in hand])
+    covered = sum(h[1] <= v <= h[2] for h, v in zip(hand, y))
+    assert covered == 4 and not rows["covered"][2], "j2 lies outside the others' interval"
     summary = out["summary"].set_index(["holdout", "task"])
-    judge = summary.loc[("judge", "t2i")]
-    err = np.abs(rows["predicted_gain"] - np.array(y))
-    assert judge["n"] == 5 and judge["mae"] == pytest.approx(err.mean())
-    assert judge["covered"] == int(rows["covered"].sum())
-    assert judge["spearman_rho"] == pytest.approx(spearmanr(rows["predicted_gain"], y).statistic)
-    assert summary.loc[("judge", "(all)")]["mae"] == pytest.approx(err.mean())
+    for key in (("judge", "t2i"), ("judge", "(all)")):
+        row = summary.loc[key]
+        assert row["n"] == 5 and row["mae"] == pytest.approx(np.abs(points - y).mean(), abs=1e-12)
+        assert row["covered"] == covered and row["coverage"] == pytest.approx(covered / 5)
+        assert row["spearman_rho"] == pytest.approx(spearmanr(points, y).statistic)
+        assert row["no_relation"] == sum(h[3] for h in hand)
 
 
 def test_leave_one_generator_out_uses_the_other_generators_line():
