@@ -12,7 +12,7 @@ import itertools
 import json
 import platform
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -31,7 +31,7 @@ from bon.mmrb2 import Pair, find_task_file, load_pairs
 from bon.progress import bar, muted, note
 from bon.provenance import library_versions
 from bon.redact import redact
-from bon.referee import Budget, Referee
+from bon.referee import Budget, CallStats, Referee
 from bon.runfolder import RunFolder, check_n, write_json, write_text
 from bon.recorded import (grader_view, official_spec, read_study_config, recorded_or_rebuilt_stats,  # noqa: F401
                           recorded_study)
@@ -377,6 +377,7 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
                      for task, found in pairs.items()}
         done["accuracy"], done["bench"] = preference_accuracy(run, done["name"], judgments)
         done["picks"].sort(key=lambda pick: rank[(pick["generator"], pick["prompt_id"])])
+        done["last"] = {stage: stats.as_dict() for stage, stats in done["last"].items()}
         del done["judgments"]
     return merged
 
@@ -402,13 +403,13 @@ def _merge_part(done: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     return done
 
 
-def _summed(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Two parts' ``CallStats.as_dict()``: counts, seconds and dollars added, missing reasons counted together."""
-    out = {k: (round(v + b[k], 6) if isinstance(v, float) else v + b[k]) for k, v in a.items() if k != "missing_reasons"}
-    reasons = dict(a["missing_reasons"])
-    for reason, n in b["missing_reasons"].items():
-        reasons[reason] = reasons.get(reason, 0) + n
-    return {**out, "missing_reasons": reasons}
+def _summed(a: CallStats, b: CallStats) -> CallStats:
+    """Two parts' counters: counts, seconds and dollars added (unrounded), missing reasons counted together."""
+    out = CallStats(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(CallStats) if f.name != "missing_reasons"})
+    out.missing_reasons = dict(a.missing_reasons)
+    for reason, n in b.missing_reasons.items():
+        out.missing_reasons[reason] = out.missing_reasons.get(reason, 0) + n
+    return out
 
 
 def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon_prompts: list[Prompt],
@@ -430,7 +431,7 @@ def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon
             walls["selection"] = time.perf_counter() - started
             return {"name": judge.name, "identity": judge.identity(), "judge_id": refs["mmrb2"].judge_id,
                     "judgments": judgments, "picks": judge_picks, "walls": walls,
-                    "last": {stage: ref.stats.as_dict() for stage, ref in refs.items()}}
+                    "last": {stage: ref.stats for stage, ref in refs.items()}}  # summed over the parts, then as_dict()
         accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
         walls = {"mmrb2": time.perf_counter() - started}
         started = time.perf_counter()
