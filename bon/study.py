@@ -23,7 +23,7 @@ from bon import mmrb2, registry
 from bon.accounting import JUDGE_STAGES, Ledger, judge_accounting, resume_message
 from bon.config import PluginSpec, StudyConfig, read_yaml
 from bon.content import Candidate, ImageItem, Prompt, decode_images
-from bon.image_cache import IMAGES, estimated_bytes, part_count
+from bon.image_cache import IMAGES, estimated_bytes, part_count, release_freed
 from bon.errors import BonError, Stopped, first_line
 from bon.executors import create_executor
 from bon.lifecycle import LazyPlugin, check_specs, check_values, finished, loaded
@@ -143,6 +143,22 @@ def _check_images(candidates: list[Candidate]) -> None:
 
 
 def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] | None, executor, ledger: Ledger, lap) -> StudyOutcome:
+    judged = _judged_study(run, cfg, strategy, built, executor, ledger, lap)
+    if isinstance(judged, StudyOutcome):
+        return judged
+    # the candidates, scores and picks went with the stages' frame: their memory goes back to the system
+    # before the analysis reads the run folder again (and forks workers that would inherit it)
+    release_freed()
+    judge_stats, pair_counts, stopped, identities, honesty, pending = judged
+    outcome = analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
+    outcome.pending = pending
+    return outcome
+
+
+def _judged_study(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] | None, executor, ledger: Ledger,
+                  lap) -> StudyOutcome | tuple:
+    """Every stage up to the picks; a StudyOutcome where the study ends there (work pending, a shard),
+    else what the analysis needs: (judge stats, pair counts, why it stopped, identities, honesty, pending)."""
     prompts = shard_prompts(prepare_prompts(run, cfg, built), cfg.shard)
     bon_prompts, pref_prompts = split(prompts)
     note(f"[bold]prompts[/]: {len(bon_prompts)} for Best-of-N, {len(pref_prompts)} held out for the preference set")
@@ -210,9 +226,7 @@ def _run_stages(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt] 
         return StudyOutcome(run, results, pd.DataFrame(), stats, stopped, pending)
     honesty = {"verifier_agreement": agreement, "shared_grader": shared_grader_flags(cfg, identities),
                "skipped_without_truth": preference.skipped_no_truth}
-    outcome = analyse(run, cfg, judge_stats, pair_counts, stopped, identities, ledger_timings(ledger), honesty)
-    outcome.pending = pending
-    return outcome
+    return judge_stats, pair_counts, stopped, identities, honesty, pending
 
 
 def shared_grader_flags(cfg: StudyConfig, identities: dict[str, Any]) -> dict[str, str]:
