@@ -371,10 +371,14 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
         mine = {task: found[k] for task, found in pair_parts.items()}
         share_images(item for task, found in mine.items() for pair in found for item in images[task].get(pair.id, []))
         store = open_store()
+        found = []
         try:
             with muted():
-                return [_judge_one(run, cfg, spec, strategy, prompt_parts[k], candidates, tasks, store, budget, executor, mine)
-                        for spec in specs]
+                for spec in specs:
+                    found.append(_judge_one(run, cfg, spec, strategy, prompt_parts[k], candidates, tasks, store, budget,
+                                            executor, mine))
+                    finished("judge", spec.label)
+            return found
         finally:
             store.close()
             forget_decoded()
@@ -437,23 +441,19 @@ def _judge_one(run: RunFolder, cfg: StudyConfig, spec: PluginSpec, strategy, bon
         refs = {stage: Referee(judge, store, samples=cfg.samples, budget=budget, seed=cfg.seed, stage=stage, executor=executor,
                                retry_missing=cfg.retry_missing) for stage in JUDGE_STAGES}
         started = time.perf_counter()
-        if pairs is not None:
-            judgments = {task: judge_pairs(run.mmrb2, task, refs["mmrb2"], part=part) for task, part in pairs.items()}
-            walls = {"mmrb2": time.perf_counter() - started}
-            started = time.perf_counter()
-            judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
-            walls["selection"] = time.perf_counter() - started
-            return {"name": judge.name, "identity": judge.identity(), "judge_id": refs["mmrb2"].judge_id,
-                    "judgments": judgments, "picks": judge_picks, "walls": walls,
-                    "last": {stage: ref.stats for stage, ref in refs.items()}}  # summed over the parts, then as_dict()
-        accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
+        if pairs is None:
+            accuracy, bench = judge_preference_set(run, refs["mmrb2"], tasks)
+            answers: dict[str, Any] = {"accuracy": accuracy, "bench": bench}
+        else:
+            answers = {"judgments": {task: judge_pairs(run.mmrb2, task, refs["mmrb2"], part=part) for task, part in pairs.items()}}
         walls = {"mmrb2": time.perf_counter() - started}
         started = time.perf_counter()
         judge_picks = select(refs["selection"], strategy, bon_prompts, candidates, cfg.seed)
         walls["selection"] = time.perf_counter() - started
-        return {"name": judge.name, "identity": judge.identity(), "judge_id": refs["mmrb2"].judge_id,
-                "accuracy": accuracy, "bench": bench, "picks": judge_picks, "walls": walls,
-                "last": {stage: ref.stats.as_dict() for stage, ref in refs.items()}}
+        # a part's counters are summed over the parts (unrounded) before they become a dict
+        last = {stage: ref.stats if pairs is not None else ref.stats.as_dict() for stage, ref in refs.items()}
+        return {"name": judge.name, "identity": judge.identity(), "judge_id": refs["mmrb2"].judge_id, **answers,
+                "picks": judge_picks, "walls": walls, "last": last}
 
 
 @dataclass

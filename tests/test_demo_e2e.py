@@ -391,10 +391,14 @@ def test_bon_report_predictors_from_real_mmrb2_files(demo_run, tmp_path, capsys)
 
 
 def test_worker_processes_change_no_number(demo_run, tmp_path, monkeypatch):
-    """The judges run in forked workers by default; one process gives the very same study."""
+    """The judges run in forked workers by default, each worker a part of the prompts and pairs at a time;
+    one process judging everything judge by judge gives the very same study: picks, judgment files, results."""
     monkeypatch.setenv("BON_WORKERS", "1")
     assert main(["demo", "--out", str(tmp_path), *SMALL, "--seed", "1"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results.csv"), pd.read_csv(demo_run / "results.csv"))
+    assert (tmp_path / "picks.jsonl").read_text() == (demo_run / "picks.jsonl").read_text()
+    judged = sorted((demo_run / "mmrb2" / "judgments").rglob("*.json"))
+    assert judged and all(f.read_text() == (tmp_path / f.relative_to(demo_run)).read_text() for f in judged)
 
 
 def test_report_lists_the_leakage_guards_and_the_headroom(demo_run):
