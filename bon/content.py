@@ -227,9 +227,30 @@ def content_entries(raw: Any, where: str) -> list[tuple[str, str]]:
 
 def save_png(image: Image.Image, path: Path) -> None:
     """Write atomically so an interrupted run never leaves a truncated image behind."""
-    from bon.io import atomic_write
+    if image.mode == "RGB" and image.width and image.height:
+        atomic_write(path, rgb_png(image))
+    else:
+        atomic_write(path, lambda tmp: image.save(tmp, format="PNG", compress_level=1))
 
-    atomic_write(path, lambda tmp: image.save(tmp, format="PNG", compress_level=1))
+
+def rgb_png(image: Image.Image) -> bytes:
+    """An RGB image as PNG bytes: rows unfiltered, deflated at level 1. Every candidate image of a study is
+    written once, so this is a hot path: Pillow tries every row filter on every row, which for the flat-colour
+    pictures of the synthetic world takes twice the time and gives slightly larger files."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    width, height = image.size
+    rows = image.tobytes()
+    stride = 3 * width
+    # each row starts with its filter type byte (0: none)
+    raw = b"".join(b"\0" + rows[i:i + stride] for i in range(0, len(rows), stride))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, truecolour, deflate, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 1))
+            + chunk(b"IEND", b""))
 
 
 def relative_path(path: Path, base: Path) -> str:
