@@ -507,3 +507,20 @@ def test_the_readmes_commands_on_a_finished_study(demo_run, tmp_path):
         run_block(block, tmp_path, timeout=600)
     assert (tmp_path / "comparison").is_dir() and (tmp_path / "curve.json").is_file()
     assert (tmp_path / "with-twins" / "report.md").is_file() and (tmp_path / "bon-demo" / "view.html").is_file()
+
+
+def test_predict_flags_extrapolation_and_marks_a_study_judge_measured(demo_run, capsys):
+    """`bon predict --run DEMO --accuracy newjudge=t2i:99`: above every judge's t2i accuracy, flagged as an
+    extrapolation in each t2i setting; a label of the study prints `measured`, its measured gain beside it."""
+    capsys.readouterr()
+    assert main(["predict", "--run", str(demo_run), "--accuracy", "newjudge=t2i:99", "--accuracy", "colour-hist=t2i:60"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    new = [line for line in lines if line.startswith("newjudge  ")]
+    known = [line for line in lines if line.startswith("colour-hist  ")]
+    assert [line.split()[1] for line in new] == ["t2i/strong", "t2i/weak"] == [line.split()[1] for line in known]
+    assert pd.read_csv(demo_run / "accuracies.csv").query("task == 't2i'")["accuracy"].max() < 99
+    assert all("extrapolation" in line.rsplit("[", 1)[1] and "measured" not in line for line in new)
+    gains = pd.read_csv(demo_run / "metrics.csv").query("task == 't2i' and judge == 'colour-hist'").set_index("generator")["gain"]
+    for line in known:
+        printed = float(line.split("  measured ")[1].split()[0])
+        assert printed == pytest.approx(gains[line.split()[1].split("/")[1]], abs=1e-4) and "[measured" in line

@@ -133,10 +133,25 @@ def exit_if_calls_pending(pending: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        return _main(argv)
+    finally:
+        _stop_forked_workers()
+
+
+def _stop_forked_workers() -> None:
+    """No forked worker outlives the command, however it ended (see ``stop_all_workers``)."""
+    pool = sys.modules.get("bon.stages.pool")
+    if pool is not None:
+        pool.stop_all_workers()
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
         rc = app.main(args=argv, prog_name="bon", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort):
+        _stop_forked_workers()  # before the line: after it, nothing of the run prints
         print("bon: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except Stopped as exc:  # what was done is kept: rerunning the same command continues

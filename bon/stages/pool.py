@@ -44,6 +44,7 @@ def worker_count(plugins: Sequence[Any], jobs: int) -> int:
 
 
 _JOB: Callable[[int], Any] | None = None  # set in the driver just before forking
+_LIVE: set[ProcessPoolExecutor] = set()  # pools whose workers may still run: what Ctrl-C must stop
 
 
 def _worker_setup(driver: int) -> None:
@@ -141,18 +142,31 @@ def jobs_started(job: Callable[[int], Any], jobs: int, workers: int) -> Iterator
         yield (job(i) for i in range(jobs))
         return
     _JOB = job
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_setup, initargs=(os.getpid(),))
+    _LIVE.add(pool)
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
-            with _opencv_single_threaded(), _gc_frozen():  # the fork start method forks every worker on the first submit
-                futures = [pool.submit(_call, i) for i in range(jobs)]
+        with pool:
             try:
+                with _opencv_single_threaded(), _gc_frozen():  # the fork start method forks every worker on the first submit
+                    futures = [pool.submit(_call, i) for i in range(jobs)]
                 yield (future.result() for future in futures)
             except BaseException:  # Ctrl-C, an error, a reader that stopped: nobody reads the rest
                 _stop_workers(pool)
                 raise
     finally:
+        _LIVE.discard(pool)
         _JOB = None
+
+
+def stop_all_workers() -> None:
+    """Stop the workers of every pool still open. An exception raised in the code that reads
+    :func:`run_jobs` (Ctrl-C while the driver writes a result) leaves that generator suspended, its pool
+    alive until the generator is collected, and at exit Python would wait for every queued job: the
+    command's entry point calls this before it reports the interruption or error and exits."""
+    for pool in list(_LIVE):
+        _stop_workers(pool)
+        _LIVE.discard(pool)
 
 
 def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 0.5) -> None:
