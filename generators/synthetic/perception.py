@@ -114,10 +114,9 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
     if resolution and resolution < S.SIZE:
         small = pil.resize((resolution, resolution), Image.BOX)
         arr = np.asarray(small)
-        text_arr = np.asarray(small.resize((S.SIZE, S.SIZE), Image.BILINEAR))
         scale = S.SIZE / resolution
     else:
-        arr = text_arr = np.asarray(pil)
+        small, arr = None, np.asarray(pil)
         scale = 1.0
     cls, resid = quantise(arr)
     banner = banner_rows(arr)
@@ -126,7 +125,9 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
         region[banner[0]:banner[1]] = False
     clean = despeckle(cls) if scale == 1.0 else cls
     objects, kept = find_objects(clean, region, scale)
-    text = read_banner(text_arr) if banner is not None else None
+    text = None
+    if banner is not None:  # the text is read at the canvas size (a reduced resolution blown up again)
+        text = read_banner(arr if small is None else np.asarray(small.resize((S.SIZE, S.SIZE), Image.BILINEAR)))
     art = artefact_score(cls, clean, resid, region, kept)
     bg = background_colour(arr, cls, region)
     return SeenScene(objects, text, art, bg)
