@@ -31,7 +31,13 @@ class TextItem:
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(b"text\0" + self.text.encode("utf-8")).hexdigest()
+        """Hash of the text; kept with the text it was computed from (every stored judgment looks it up)."""
+        memo = self.__dict__.get("_digest_of")
+        if memo is not None and memo[0] is self.text:
+            return memo[1]
+        digest = hashlib.sha256(b"text\0" + self.text.encode("utf-8")).hexdigest()
+        self.__dict__["_digest_of"] = (self.text, digest)
+        return digest
 
 
 @dataclass(eq=False)
@@ -158,10 +164,16 @@ class Content:
 
     @property
     def digest(self) -> str:
+        """Hash of the items' digests in order; kept with them, so changed items give a new one."""
+        parts = [it.digest for it in self.items]
+        memo = self.__dict__.get("_digest_of")
+        if memo is not None and memo[0] == parts:
+            return memo[1]
         h = hashlib.sha256()
-        for it in self.items:
-            h.update(it.digest.encode())
-        return h.hexdigest()
+        for part in parts:
+            h.update(part.encode())
+        self.__dict__["_digest_of"] = (parts, h.hexdigest())
+        return self.__dict__["_digest_of"][1]
 
     @classmethod
     def of(cls, *values: str | Image.Image | Item) -> "Content":
