@@ -173,12 +173,14 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
     """One row per pick: its score, the prompt's random and oracle levels, win rate and rank."""
     cands = candidate_scores(scores, n)
     rows = []
+    stats: dict[tuple[str, str, int], dict[str, float]] = {}  # the judges often pick the same candidate
     for pk in picks:
         gen, pid = pk["generator"], pk["prompt_id"]
-        values = cands.get((gen, pid), np.full(n or 0, np.nan))
         index = int(pk.get("index", -1))
+        if (gen, pid, index) not in stats:
+            stats[gen, pid, index] = _pick_stats(cands.get((gen, pid), np.full(n or 0, np.nan)), index)
         rows.append({"task": pk["task"], "generator": gen, "judge": pk["judge"], "strategy": pk.get("strategy", ""),
-                     "prompt_id": pid, "index": index, **_pick_stats(values, index),
+                     "prompt_id": pid, "index": index, **stats[gen, pid, index],
                      "calls": int(pk.get("calls", 0) or 0), "missing": int(pk.get("missing", 0) or 0),
                      "informed": pick_informed(pk)})
     table = pd.DataFrame(rows, columns=PROMPT_COLUMNS)

@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib import rc_context
+from matplotlib import rc_context, rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
@@ -46,6 +47,11 @@ def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi:
 
     SVG keeps text as text (``svg.fonttype: none``): small, searchable and editable.
     """
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine) and not (
+            rcParams["figure.autolayout"] or rcParams["figure.constrained_layout.use"]):
+        # what ``fig.tight_layout()`` leaves behind: it does nothing, yet makes every savefig draw the figure
+        # once more first; the layout is final, so the files are the same without it
+        fig.set_layout_engine(None)
     written = []
     for fmt in formats:
         target = Path(path).with_suffix("." + fmt)

@@ -1825,7 +1825,8 @@ def make_view_case(rng: Random, folder: Path, fixtures: Fixtures) -> Case:
     extras = study_extras(fixtures)
     rel = rng.choice(["run", "ünï run", "a b/run"])
     shutil.copytree(fixtures.run, folder / rel)
-    chosen = sorted(rng.sample(list(VIEW_DAMAGE), rng.choice([0, 1, 1, 1, 2])), key=lambda h: not h.startswith("deleted"))
+    chosen = sorted(rng.sample(list(VIEW_DAMAGE), rng.choice([0, 1, 1, 1, 2])),
+                    key=lambda h: (not h.startswith("deleted"), h.startswith("torn")))  # torn last: others parse lines
     for how in chosen:
         if how.startswith(("edited stats", "stats.json")) and "deleted stats.json" in chosen:
             continue  # stats.json is gone: nothing to edit

@@ -5,6 +5,7 @@ them), so nothing imports back up."""
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -132,10 +133,20 @@ def exit_if_calls_pending(pending: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    one_blas_thread()
     try:
         return _main(argv)
     finally:
         _stop_forked_workers()
+
+
+def one_blas_thread() -> None:
+    """numpy's OpenBLAS runs every matrix product on a thread per core. bon's products are small (bootstrap
+    weights times pair outcomes) and its CPU work already runs one forked worker per core, so those threads
+    mostly spin: a (1000 x 160) @ (160 x 9) product took 10x the CPU time with two threads as with one. So one,
+    unless the user set it; it must be set before numpy loads (the commands import it lazily)."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _stop_forked_workers() -> None:

@@ -206,11 +206,13 @@ def read_json(path: Path) -> Any:
     """A JSON file, or a one-line :class:`BonError` naming it (a key given twice in one object too)."""
     def unique(items: list[tuple[str, Any]]) -> dict[str, Any]:
         """Python keeps the last of two equal keys silently; in a judgment file that hides a pair's other answer."""
-        obj: dict[str, Any] = {}
-        for key, value in items:
-            if key in obj:
-                raise BonError(f"{path}: key {key!r:.60} appears twice in one object")
-            obj[key] = value
+        obj = dict(items)
+        if len(obj) < len(items):  # rare: find the key given twice
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    raise BonError(f"{path}: key {key!r:.60} appears twice in one object")
+                seen.add(key)
         return obj
 
     try:

@@ -15,7 +15,6 @@ from functools import lru_cache
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
-from scipy import ndimage
 
 from bon.content import ImageItem
 from generators.synthetic import scene as S
@@ -115,10 +114,9 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
     if resolution and resolution < S.SIZE:
         small = pil.resize((resolution, resolution), Image.BOX)
         arr = np.asarray(small)
-        text_arr = np.asarray(small.resize((S.SIZE, S.SIZE), Image.BILINEAR))
         scale = S.SIZE / resolution
     else:
-        arr = text_arr = np.asarray(pil)
+        small, arr = None, np.asarray(pil)
         scale = 1.0
     cls, resid = quantise(arr)
     banner = banner_rows(arr)
@@ -127,7 +125,9 @@ def _perceive(pil: Image.Image, resolution: int | None) -> SeenScene:
         region[banner[0]:banner[1]] = False
     clean = despeckle(cls) if scale == 1.0 else cls
     objects, kept = find_objects(clean, region, scale)
-    text = read_banner(text_arr) if banner is not None else None
+    text = None
+    if banner is not None:  # the text is read at the canvas size (a reduced resolution blown up again)
+        text = read_banner(arr if small is None else np.asarray(small.resize((S.SIZE, S.SIZE), Image.BILINEAR)))
     art = artefact_score(cls, clean, resid, region, kept)
     bg = background_colour(arr, cls, region)
     return SeenScene(objects, text, art, bg)
@@ -146,6 +146,10 @@ def banner_rows(arr: np.ndarray) -> tuple[int, int] | None:
     top, bottom = int(S.BANNER_TOP * f), max(int(S.BANNER_TOP * f) + 1, int(round(S.BANNER_BOTTOM * f)))
     strip = max(1, int(4 * f))
     rows = np.concatenate([arr[top:top + strip], arr[bottom - strip:bottom]], axis=0).reshape(-1, 3)
+    # a median reaches the bar only if the upper half of the values does: most pictures (no banner) stop here
+    upper_half = len(rows) - len(rows) // 2
+    if any(np.count_nonzero(rows[:, c] >= BANNER_MEDIAN) < upper_half for c in range(3)):
+        return None
     if (np.median(rows, axis=0) >= BANNER_MEDIAN).all():
         return top, bottom
     return None
@@ -174,23 +178,31 @@ def find_objects(cls: np.ndarray, region: np.ndarray, scale: float) -> tuple[lis
     seam = np.zeros_like(coloured)
     seam[:, 1:] |= (cls[:, 1:] != cls[:, :-1]) & coloured[:, :-1]
     seam[1:, :] |= (cls[1:, :] != cls[:-1, :]) & coloured[:-1, :]
-    lab, n = ndimage.label(coloured & ~seam)
+    lab, boxes = blobs(coloured & ~seam)
     kept = np.zeros(cls.shape, dtype=bool)
     out: list[SeenObject] = []
-    if n == 0:
-        return out, kept
-    areas = np.bincount(lab.ravel(), minlength=n + 1)
-    for i, sl in enumerate(ndimage.find_objects(lab), start=1):
-        if sl is None or areas[i] < min_area:
+    for i, (x, y, w, h, area) in enumerate(boxes, start=1):
+        if area < min_area:
             continue
+        sl = (slice(y, y + h), slice(x, x + w))
         blob = lab[sl] == i
         k = int(cls[sl][blob][0])
-        obj = describe_blob(blob, sl, CLASS_NAMES[k], int(areas[i]), scale)
+        obj = describe_blob(blob, sl, CLASS_NAMES[k], int(area), scale)
         if obj is not None:
             kept[sl] |= blob
             out.append(obj)
     out.sort(key=lambda o: (round(o.y / 8), o.x))
     return out, kept
+
+
+def blobs(mask: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
+    """4-connected blobs of a mask: the label image (1, 2, ... in the raster order of each blob's first
+    pixel, as ``scipy.ndimage.label`` numbers them) and each blob's ``(x, y, width, height, area)``.
+    OpenCV's labelling is several times faster than scipy's and gives the boxes and areas with it."""
+    import cv2
+
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(mask.view(np.uint8), connectivity=4, ltype=cv2.CV_32S)
+    return lab, [tuple(int(v) for v in row) for row in stats[1:n, :5]]
 
 
 def describe_blob(blob: np.ndarray, sl: tuple[slice, slice], colour: str, area: int, scale: float) -> SeenObject | None:

@@ -54,13 +54,24 @@ def _channel_max(arr: np.ndarray) -> np.ndarray:
     return np.maximum(np.maximum(arr[..., 0], arr[..., 1]), arr[..., 2])
 
 
-LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float32)
+LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float64)
+
+
+def exact_filter(grey: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """``scipy.ndimage.convolve(grey, kernel, mode="reflect")`` of a float32 image (a symmetric kernel of small
+    whole numbers), the same bits about 5x faster: scipy sums in float64 and rounds to float32 once, and
+    every product and partial sum here is exact in float64 (grey levels are multiples of 2^-27 below
+    256), so OpenCV's float64 sums, in whatever order, round to the same float32."""
+    import cv2
+
+    out = cv2.filter2D(grey.astype(np.float64), cv2.CV_64F, kernel, borderType=cv2.BORDER_REFLECT)
+    return out.astype(np.float32)
 
 
 def noise_sigma(grey: np.ndarray, skip: np.ndarray) -> float:
     """Noise standard deviation (grey levels) from the Laplacian-difference operator, using the
     median absolute response over pixels away from edges: strokes, specks and seams barely move it."""
-    resp = np.abs(ndimage.convolve(grey, LAPLACE_DIFF, mode="reflect"))
+    resp = np.abs(exact_filter(grey, LAPLACE_DIFF))
     flat = ~skip
     flat[:1, :] = flat[-1:, :] = False
     flat[:, :1] = flat[:, -1:] = False
@@ -85,6 +96,11 @@ def edge_zone(grey: np.ndarray, threshold: float = 30.0) -> np.ndarray:
                       borderType=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
 
 
+def absdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|a - b|`` of two uint8 arrays, in uint8."""
+    return np.maximum(a, b) - np.minimum(a, b)
+
+
 def blur_amount(rgb: np.ndarray, denoised: np.ndarray | None = None) -> float:
     """0 for crisp edges, towards 1 for soft ones; 0 when the image has no contrasty edges.
 
@@ -92,20 +108,19 @@ def blur_amount(rgb: np.ndarray, denoised: np.ndarray | None = None) -> float:
     one-pixel step nearby with that contrast: a crisp edge takes the whole contrast in one step.
     ``denoised``: the image's 3x3 median when already computed.
     """
-    ratios = []
-    denoised = _median(rgb, 3) if denoised is None else denoised
-    for ch in range(3):
-        den = denoised[..., ch].astype(np.float32)
-        dx = np.abs(np.diff(den, axis=1, append=den[:, -1:]))
-        dy = np.abs(np.diff(den, axis=0, append=den[-1:, :]))
-        step = _max_filter(np.maximum(dx, dy), 3)
-        contrast = _max_filter(den, 7) - _min_filter(den, 7)
-        sel = contrast > 40.0
-        if sel.any():
-            ratios.append(step[sel] / contrast[sel])
-    if not ratios or sum(r.size for r in ratios) < 24:
+    # all three channels at once, in whole numbers (the same values as per channel in float32: every
+    # step and contrast is an integer below 256, and the percentile does not depend on the order)
+    den = np.ascontiguousarray(_median(rgb, 3) if denoised is None else denoised, dtype=np.uint8)
+    dx, dy = np.zeros_like(den), np.zeros_like(den)
+    dx[:, :-1] = absdiff(den[:, 1:], den[:, :-1])
+    dy[:-1] = absdiff(den[1:], den[:-1])
+    step = _max_filter(np.maximum(dx, dy), 3)
+    contrast = _max_filter(den, 7) - _min_filter(den, 7)
+    sel = contrast > 40
+    if np.count_nonzero(sel) < 24:
         return 0.0
-    sharpness = float(np.percentile(np.concatenate(ratios), 90))
+    ratios = step[sel].astype(np.float32) / contrast[sel].astype(np.float32)
+    sharpness = float(np.percentile(ratios, 90))
     return float(np.clip((0.9 - sharpness) / 0.6, 0.0, 1.0))
 
 
@@ -118,16 +133,20 @@ def compression(rgb: np.ndarray, noise: float) -> float:
     Grain raises the density too, so that part is discounted as the noise estimate grows (grain
     has its own measure).
     """
-    arr = rgb.astype(np.float32)
+    arr = np.ascontiguousarray(rgb, dtype=np.uint8)
     seam_sum = total = 0.0
     small_steps = 0
     steps = 0
     for axis in (0, 1):
-        d = np.abs(np.diff(arr, axis=axis))
-        small = (d > 0.5) & (d <= 40.0)  # real object edges are not seams
+        head, tail = (arr[1:], arr[:-1]) if axis == 0 else (arr[:, 1:], arr[:, :-1])
+        d = absdiff(head, tail)  # whole steps: the sums below are exact in any order
+        small = (d >= 1) & (d <= 40)  # real object edges are not seams
         small_steps += int(np.count_nonzero(small[..., 0] | small[..., 1] | small[..., 2]))
         steps += small.shape[0] * small.shape[1]
-        profile = np.where(small, d, 0.0).sum(axis=tuple(i for i in range(3) if i != axis))
+        kept = d * small
+        # one sum per row (axis 0) or column (axis 1), in an order numpy reduces quickly
+        profile = (kept.reshape(kept.shape[0], kept.shape[1] * kept.shape[2]).sum(axis=1, dtype=np.int64) if axis == 0
+                   else kept.sum(axis=0, dtype=np.int64).sum(axis=1))
         seam = (np.arange(profile.size) % 8) == 7
         seam_sum += float(profile[seam].sum())
         total += float(profile.sum())
@@ -141,25 +160,56 @@ def compression(rgb: np.ndarray, noise: float) -> float:
 
 def banner_rows(rgb: np.ndarray) -> np.ndarray:
     """Rows of a white text banner (runs of at least 8 mostly near-white rows), with a margin."""
-    white = (np.median(rgb, axis=1).min(axis=1) > 245)
-    rows = ndimage.binary_closing(white, iterations=3) | white
-    labels, n = ndimage.label(rows)
+    # a row's channel median exceeds 245 only if at least half its pixels do (the upper middle value
+    # must be 246 or more): the exact median is taken of those rows alone
+    half = rgb.shape[1] // 2
+    maybe = np.flatnonzero((row_counts(rgb >= 246) >= half).all(axis=1))
+    white = np.zeros(rgb.shape[0], dtype=bool)
+    if maybe.size:
+        white[maybe] = np.median(rgb[maybe], axis=1).min(axis=1) > 245
+    rows = closed_runs(white, 3) | white
     keep = np.zeros_like(rows)
-    for i in range(1, n + 1):
-        idx = np.nonzero(labels == i)[0]
-        if idx.size >= 8:
-            keep[max(idx[0] - 2, 0) : idx[-1] + 3] = True
+    for start, stop in true_runs(rows):
+        if stop - start >= 8:
+            keep[max(start - 2, 0) : stop + 2] = True
     return keep
+
+
+def row_counts(mask: np.ndarray) -> np.ndarray:
+    """``mask.sum(axis=1)`` of an ``H x W x 3`` boolean mask (numpy is slow at reducing that axis)."""
+    import cv2
+
+    counts = cv2.reduce(np.ascontiguousarray(mask).view(np.uint8), 1, cv2.REDUCE_SUM, dtype=cv2.CV_32S)
+    return counts.reshape(mask.shape[0], mask.shape[2])
+
+
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, stop)`` of every run of True in a 1-D mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def closed_runs(mask: np.ndarray, reach: int) -> np.ndarray:
+    """``scipy.ndimage.binary_closing(mask, iterations=reach)`` of a 1-D mask: dilation by ``reach`` on
+    each side, then erosion by ``reach`` with everything outside the mask counted False."""
+    n = mask.size
+    padded = np.concatenate((np.zeros(reach, np.int32), mask.astype(np.int32), np.zeros(reach, np.int32)))
+    window = 2 * reach + 1
+    counts = np.convolve(padded, np.ones(window, np.int32), mode="valid")  # ones within reach of each place
+    grown = np.concatenate((np.zeros(reach, np.int32), (counts > 0).astype(np.int32), np.zeros(reach, np.int32)))
+    return np.convolve(grown, np.ones(window, np.int32), mode="valid")[:n] == window
 
 
 def stray_lines(rgb: np.ndarray, noise: float, median3: np.ndarray | None = None) -> float:
     """Pixels (in units of 64) on long thin marks outside the text banner: what a 3x3 (thin
     strokes) or 5x5 (two-pixel strokes) median erases, in components long and narrow enough.
     ``median3``: the image's 3x3 median when already computed."""
-    arr = rgb.astype(np.int16)
+    import cv2
+
+    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
     thr = max(60.0, 4.0 * noise)
-    resid3 = _channel_max(np.abs(arr - (_median(rgb, 3) if median3 is None else median3)))
-    resid5 = _channel_max(np.abs(arr - _median(rgb, 5)))
+    resid3 = _channel_max(cv2.absdiff(rgb, _median(rgb, 3) if median3 is None else median3))
+    resid5 = _channel_max(cv2.absdiff(rgb, _median(rgb, 5)))
     thin = (resid3 > thr) | (resid5 > thr)
     thin[banner_rows(rgb)] = False
     labels, n = ndimage.label(thin, structure=np.ones((3, 3)))
