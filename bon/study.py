@@ -203,6 +203,8 @@ def _judged_study(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt
     preference = build_preference_set(run.mmrb2, pref_prompts, pref_candidates, cfg.preference, cfg.seed)
     pair_counts = preference.counts()
     agreement = verifier_agreement(preference, scores)  # measured after the fact: the set never saw scores
+    del scores, everything, pref_candidates  # the judges need none of them (a shard reads its scores back for its results):
+    release_freed()  # their memory goes back before the judges' workers fork (and would inherit it)
     note(f"[bold]preference set[/]: {', '.join(f'{t} {k} pairs' for t, k in pair_counts.items())}" if pair_counts else
          "[bold]preference set[/]: none (no held-out prompts in this suite), so no MMRB2 accuracy axis from this run")
     lap("preference_set")
@@ -220,7 +222,7 @@ def _judged_study(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt
 
         from analysis.bon_metrics import failure_policy
 
-        results = results_table(picks, scores, accuracies, cfg.n, failure_policy(cfg.as_dict()).applied)
+        results = results_table(picks, load_scores(run), accuracies, cfg.n, failure_policy(cfg.as_dict()).applied)
         results.to_csv(run.results, index=False, float_format="%.6g")
         stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, identities, {"timings_s": ledger.timings()})
         return StudyOutcome(run, results, pd.DataFrame(), stats, stopped, pending)
