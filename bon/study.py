@@ -366,8 +366,15 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
     units = max([len(bon_prompts), *map(len, pairs.values())])
     count = part_count(estimated_bytes(pref_paths) + estimated_bytes(cand_paths), units, workers)
 
+    # every part a cross-section of each task (a task's images cost the judges more or less than another's),
+    # so that the parts take about as long and no worker is left with the last long one
     pair_parts = {task: _parts(found, count, lambda pair: len(images[task].get(pair.id, []))) for task, found in pairs.items()}
-    prompt_parts = _parts(bon_prompts, count, lambda p: sum(len(c.content.images) for g in candidates for c in candidates[g][p.id]))
+    by_task: dict[str, list[Prompt]] = {}
+    for p in bon_prompts:
+        by_task.setdefault(p.task, []).append(p)
+    prompt_parts = [sum(found, []) for found in zip(*(
+        _parts(mine, count, lambda p: sum(len(c.content.images) for g in candidates for c in candidates[g][p.id]))
+        for mine in by_task.values()))] if by_task else [[] for _ in range(count)]
 
     def part(k: int) -> list[dict[str, Any]]:
         mine = {task: found[k] for task, found in pair_parts.items()}
