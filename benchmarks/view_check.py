@@ -6,7 +6,10 @@ logging on, and prints how many console messages the page produced (the page log
 error, a failed resource or a blocked request), how many cards the filter shows, and whether the first card
 has a forward and a reverse verdict row. Exit status 1 when a check fails, 2 without Chromium.
 
-    python benchmarks/view_check.py [--run DIR] [--chromium PATH]
+    python benchmarks/view_check.py [--run DIR [--reuse]] [--chromium PATH]
+
+``--reuse`` opens the run's existing view.html instead of writing it again (a paper-size page takes minutes
+to write). Each filter's line ends with the wall seconds Chromium took to load the page and its shards.
 """
 
 from __future__ import annotations
@@ -57,30 +60,37 @@ def main() -> int:
     from _common import parser
 
     ap = parser(__doc__, run=("", "a run folder (default: build a small demo)"), chromium=("", "Chromium executable"))
+    ap.add_argument("--reuse", action="store_true", help="open the run's existing view.html (needs --run)")
     args = ap.parse_args()
     chromium = find_chromium(args.chromium or None)
     if chromium is None:
         print("no Chromium found (apt-get install chromium); nothing checked")
         return 2
-    from analysis.viewer import write_viewer
+    from _common import timed
+    from analysis.viewer import read_index, write_viewer
     from bon.cli import main as bon
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(args.run) if args.run else Path(tmp) / "demo"
         if not args.run and bon(["demo", "--out", str(run), "--prompts", "3", "--n", "4"]) != 0:
             return 1
-        page, data = write_viewer(run)
-        print(f"{page}: {len(data['items'])} items, {len(data['judges'])} judges")
+        if args.reuse and args.run:
+            page = run / "view.html"
+            index = read_index(page)
+            print(f"{page}: {index['total']} items, {len(index['judges'])} judges (the page as written)")
+        else:
+            page, data = write_viewer(run)
+            print(f"{page}: {len(data['items'])} items, {len(data['judges'])} judges")
         ok = True
         for fragment in FILTERS:
-            r = check_page(chromium, page, fragment)
+            r, seconds = timed(check_page, chromium, page, fragment)
             good = (r["returncode"] == 0 and not r["console"] and r["cards"] > 0 and r["forward_row"] and r["reverse_row"]
                     and r["first_kind"] == fragment.split("&")[0].split("=")[1]
                     and ("disagree" not in fragment or r["disagree_cards"] == r["cards"]))
             ok &= good
             print(f"#{fragment}: console messages {len(r['console'])}, cards shown {r['cards']} ({r['count']}), "
                   f"first card ({r['first_kind']}) has forward row {r['forward_row']} and reverse row "
-                  f"{r['reverse_row']}: {'ok' if good else 'FAILED'}")
+                  f"{r['reverse_row']}: {'ok' if good else 'FAILED'}; opened in {seconds:.1f} s")
             for line in r["console"][:5]:
                 print("   ", line)
     return 0 if ok else 1

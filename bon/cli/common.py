@@ -133,20 +133,22 @@ def exit_if_calls_pending(pending: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    one_blas_thread()
+    one_thread_per_library()
     try:
         return _main(argv)
     finally:
         _stop_forked_workers()
 
 
-def one_blas_thread() -> None:
-    """numpy's OpenBLAS runs every matrix product on a thread per core. bon's products are small (bootstrap
-    weights times pair outcomes) and its CPU work already runs one forked worker per core, so those threads
-    mostly spin: a (1000 x 160) @ (160 x 9) product took 10x the CPU time with two threads as with one. So one,
-    unless the user set it; it must be set before numpy loads (the commands import it lazily)."""
-    if "numpy" not in sys.modules:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+def one_thread_per_library() -> None:
+    """numpy's OpenBLAS and OpenCV run each call on a thread per core. bon's calls are small (bootstrap weights
+    times pair outcomes; 128-px pictures) and its CPU work already runs one forked worker per core, so those
+    threads mostly spin, several times the CPU time of one thread for a bootstrap product or for labelling a
+    picture's blobs. So one each, unless the user set it; it must be set before the library loads (the
+    commands import them lazily)."""
+    for module, variable in (("numpy", "OPENBLAS_NUM_THREADS"), ("cv2", "OPENCV_FOR_THREADS_NUM")):
+        if module not in sys.modules:
+            os.environ.setdefault(variable, "1")
 
 
 def _stop_forked_workers() -> None:

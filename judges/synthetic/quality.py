@@ -59,7 +59,7 @@ LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float64)
 
 def exact_filter(grey: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     """``scipy.ndimage.convolve(grey, kernel, mode="reflect")`` of a float32 image (a symmetric kernel of small
-    whole numbers), the same bits about 5x faster: scipy sums in float64 and rounds to float32 once, and
+    whole numbers), the same bits several times faster: scipy sums in float64 and rounds to float32 once, and
     every product and partial sum here is exact in float64 (grey levels are multiples of 2^-27 below
     256), so OpenCV's float64 sums, in whatever order, round to the same float32."""
     import cv2
