@@ -330,7 +330,7 @@ def decoded_parts(candidates: list[Candidate]) -> Iterator[list[Candidate]]:
     decoded and hashed here in threads before the caller reads it, and let go once it has: the stage
     holds one part's pixels, however large the study."""
     def images(part: list[Candidate]) -> list[ImageItem]:
-        return [item for c in part for item in c.content.items if isinstance(item, ImageItem)]
+        return [item for c in part for item in c.content.images]
 
     count = part_count(estimated_bytes([i.path for i in images(candidates) if i.path is not None]), len(candidates),
                        usable_cores())
