@@ -82,8 +82,13 @@ class ImageItem:
         self._image = self.load()
         return self
 
-    def saved(self, path: Path) -> None:
-        """The pixels are now in the file at ``path``: keep that, let the pixels go."""
+    def saved(self, path: Path, pixels: Image.Image | None = None) -> None:
+        """The pixels (``pixels``, default the held ones) are now in the file at ``path``: keep that and their
+        digest, hashed now while they are in memory (a reader of the run need not decode the file again),
+        and let the pixels go."""
+        pixels = pixels if pixels is not None else self._image
+        if self._digest is None and pixels is not None:
+            self._digest = pixel_digest(pixels if pixels.mode == "RGB" else pixels.convert("RGB"))  # as read back
         self.path, self._image = path, None
 
     @property
@@ -175,6 +180,11 @@ class Content:
         self.__dict__["_digest_of"] = (parts, h.hexdigest())
         return self.__dict__["_digest_of"][1]
 
+    @property
+    def known_digest(self) -> str | None:
+        """:attr:`digest` when every image's digest is already known (no file decoded to get it), else None."""
+        return None if any(it._digest is None for it in self.images) else self.digest
+
     @classmethod
     def of(cls, *values: str | Image.Image | Item) -> "Content":
         """Build content from strings and PIL images, in order."""
@@ -202,9 +212,9 @@ class Content:
             if it.path is None or (image_dir is not None and not inside(it.path, base)):
                 if image_dir is None:
                     raise BonError("content holds an unsaved image and no image folder was given")
-                target = image_dir / f"{stem}_{n}.png"
-                save_png(it.load(), target)  # copied in, so the folder is self-contained
-                it.saved(target)
+                target, pixels = image_dir / f"{stem}_{n}.png", it.load()
+                save_png(pixels, target)  # copied in, so the folder is self-contained
+                it.saved(target, pixels)
             n += 1
             out.append(["image", relative_path(it.path, base)])
         return out
@@ -348,12 +358,16 @@ class Candidate:
         return (self.generator, self.prompt_id, self.index)
 
     def to_json(self, base: Path, image_dir: Path | None = None) -> dict[str, Any]:
+        """The record; ``digest`` (the content's, see :func:`recorded_digest`) when known without decoding a file."""
+        content = self.content.to_json(base, image_dir, stem=f"{slug(self.prompt_id)}_{self.index}")
+        digest = self.content.known_digest
         return {
             "prompt_id": self.prompt_id,
             "index": self.index,
             "generator": self.generator,
             "seed": self.seed,
-            "content": self.content.to_json(base, image_dir, stem=f"{slug(self.prompt_id)}_{self.index}"),
+            "content": content,
+            **({"digest": digest} if digest else {}),
             "provenance": self.provenance,
         }
 
@@ -362,6 +376,7 @@ class Candidate:
         missing = [k for k in ("prompt_id", "index", "generator", "content") if k not in raw]
         if missing:
             raise BonError(f"{where}: candidate lacks {', '.join(missing)}")
+        recorded_digest(raw, where)
         return cls(
             prompt_id=str(raw["prompt_id"]),
             index=int(raw["index"]),
@@ -370,6 +385,18 @@ class Candidate:
             content=Content.from_json(raw["content"], base, where=f"{where} content"),
             provenance=dict(raw.get("provenance") or {}),
         )
+
+
+def recorded_digest(raw: dict[str, Any], where: str) -> str | None:
+    """A candidate record's ``digest``: its content's :attr:`Content.digest` as hashed from the pixels when the
+    record was written (None in records written before there was one, or when the writer would have had to
+    decode a file for it). Only the read-only analysis (:mod:`bon.run`) uses it, instead of decoding every
+    image again; stages that judge hash the pixels they read. A value that is not a digest is an error."""
+    digest = raw.get("digest")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
+                                   and all(c in "0123456789abcdef" for c in digest)):
+        raise BonError(f"{where}: digest must be 64 lowercase hex digits, got {digest!r:.80}")
+    return digest
 
 
 def slug(text: str) -> str:

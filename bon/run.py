@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import pandas as pd
 import yaml
 
-from bon.content import read_jsonl, slug
+from bon.content import content_entries, read_jsonl, recorded_digest, slug
 from bon.errors import BonError, first_line
 from bon.runfolder import RunFolder, check_n, check_pick, check_unique_picks, read_stats
 from bon.tasks import TASKS
@@ -59,6 +59,7 @@ class Run:
         if check and not any((self.root / name).exists() for name in RUN_MARKERS):
             raise BonError(f"{self.root}: not a run folder (none of {', '.join(RUN_MARKERS)} is there)")
         self._candidate_objects: dict[str, dict[tuple[str, str], dict[int, Any]]] = {}
+        self._candidate_digests: dict[str, dict[tuple[str, int], str]] = {}
         self._files: dict[tuple[str, Path], Any] = {}  # MMRB2-format files of the run, parsed once each
 
     def __repr__(self) -> str:
@@ -163,13 +164,32 @@ class Run:
     def candidate_objects(self, generator: str) -> dict[tuple[str, str], dict[int, Any]]:
         """(generator, prompt id) -> index -> :class:`bon.content.Candidate` of one generator."""
         if generator not in self._candidate_objects:
-            self._candidate_objects[generator] = _candidates(self.folder, generator)
+            self._candidate_objects[generator] = _candidates(self.folder.candidates(generator), generator,
+                                                             self.candidate_lines(generator))
         return self._candidate_objects[generator]
+
+    def candidate_digests(self, generator: str) -> dict[tuple[str, int], str]:
+        """(prompt id, index) -> content digest of one generator's candidates, the key of their stored
+        verdicts: the digest the record carries (hashed from the pixels as the candidate was written), else
+        (a record written before records carried one) hashed from the decoded images."""
+        if generator not in self._candidate_digests:
+            path, found, old = self.folder.candidates(generator), {}, False
+            for k, rec in self.candidate_lines(generator):
+                key, digest = _candidate_key(rec, f"{path}:{k}")
+                found[key], old = digest, old or digest is None
+            if old:  # hashed from the pixels, as before records carried digests
+                objects = self.candidate_objects(generator)
+                found = {key: digest or objects[(generator, key[0])][key[1]].content.digest for key, digest in found.items()}
+            self._candidate_digests[generator] = found
+        return self._candidate_digests[generator]
 
     def candidate_records(self, generator: str) -> list[dict[str, Any]]:
         """One generator's ``candidates.jsonl`` records, read once."""
-        return self._file("candidates", self.folder.candidates(generator),
-                          lambda path: [rec for _, rec in stage_lines(path)])
+        return [rec for _, rec in self.candidate_lines(generator)]
+
+    def candidate_lines(self, generator: str) -> list[tuple[int, dict[str, Any]]]:
+        """One generator's ``candidates.jsonl`` records with their line numbers, read once."""
+        return self._file("candidates", self.folder.candidates(generator), lambda path: list(stage_lines(path)))
 
     def pairs(self, path: Path) -> list[Any]:
         """An MMRB2 task file's pairs (:func:`bon.mmrb2.load_pairs`), read once."""
@@ -329,8 +349,8 @@ class Run:
         ids, out = self.judge_ids, []
         picks = [p for p, _ in self._selected() if p.get("matches")] if self.folder.picks.exists() else []
         for pick in picks:
-            prompt = self.prompt_objects.get(pick["prompt_id"])
-            cands = self.candidate_objects(pick["generator"]).get((pick["generator"], pick["prompt_id"]), {})
+            prompt, pid = self.prompt_objects.get(pick["prompt_id"]), pick["prompt_id"]
+            digests = self.candidate_digests(pick["generator"])
             jid = ids.get(pick["judge"])
             keys = []
             for m in pick["matches"]:
@@ -338,8 +358,8 @@ class Run:
                 winner = int(m[2]) if len(m) > 2 and m[2] is not None else None
                 how = m[3] if len(m) > 3 else None
                 fwd = rev = None
-                if prompt is not None and jid and x in cands and y in cands:
-                    p, a, b = prompt.content.digest, cands[x].content.digest, cands[y].content.digest
+                if prompt is not None and jid and (pid, x) in digests and (pid, y) in digests:
+                    p, a, b = prompt.content.digest, digests[(pid, x)], digests[(pid, y)]
                     fwd, rev = (jid, p, a, b), (jid, p, b, a)
                 keys.append((x, y, winner, how, fwd, rev))
             out.append((pick, keys))
@@ -367,19 +387,44 @@ class Run:
         return out
 
     def _match_verdicts(self) -> dict[tuple, dict[str, Any]]:
-        return self.stored_verdicts(k for _, keys in self._match_plan for m in keys for k in m[4:] if k is not None)
+        """The stored verdicts of every match. A match whose verdicts are not found under the candidates'
+        recorded digests has them checked against the pixels (a record edited or damaged since it was
+        written): where they differ, the pixels' digests replace them and the plan is made again."""
+        verdicts = self.stored_verdicts(self._match_keys())
+        unfound = {(pick["generator"], pick["prompt_id"], i) for pick, keys in self._match_plan for m in keys
+                   if any(k is not None and k not in verdicts for k in m[4:]) for i in m[:2]}
+        if self._rehashed(unfound):
+            del self.__dict__["_match_plan"]
+            verdicts = self.stored_verdicts(self._match_keys())
+        return verdicts
+
+    def _match_keys(self) -> Iterator[tuple[str, str, str, str]]:
+        return (k for _, keys in self._match_plan for m in keys for k in m[4:] if k is not None)
+
+    def _rehashed(self, candidates: Iterable[tuple[str, str, int]]) -> bool:
+        """Hash these candidates' images (generator, prompt id, index) and keep the pixels' digest where the
+        recorded one differs; True when any did."""
+        changed = False
+        for gen, pid, index in sorted(candidates):
+            found = self.candidate_objects(gen).get((gen, pid), {}).get(index)
+            digests = self.candidate_digests(gen)
+            if found is not None and digests.get((pid, index)) != found.content.digest:
+                digests[(pid, index)], changed = found.content.digest, True
+        return changed
 
     def stored_verdicts(self, keys: Iterable[tuple[str, str, str, str]]) -> dict[tuple, dict[str, Any]]:
         """``{(judge id, prompt, a, b hashes): {"v", "score", "reason"}}`` of the stored first samples among ``keys``."""
-        wanted, out = set(keys), {}
+        wanted, out, said = set(keys), {}, {}  # said: (meta, missing) -> reason; a judge says few distinct things
         for jid in sorted({k[0] for k in wanted}):
             for prompt, a, b, better, score, missing, meta in self._query(
                     "SELECT prompt, a, b, better, score, missing, meta FROM judgments WHERE judge_id = ? AND sample = 0", (jid,)):
                 if (jid, prompt, a, b) in wanted:
-                    details = json.loads(meta) if meta else {}
-                    if missing:
-                        details["missing"] = missing
-                    out[(jid, prompt, a, b)] = {"v": better or "", "score": score, "reason": reason(details)}
+                    if (meta, missing) not in said:
+                        details = json.loads(meta) if meta else {}
+                        if missing:
+                            details["missing"] = missing
+                        said[(meta, missing)] = reason(details)
+                    out[(jid, prompt, a, b)] = {"v": better or "", "score": score, "reason": said[(meta, missing)]}
         return out
 
 
@@ -401,15 +446,27 @@ def _judge_id(identity: Mapping[str, Any]) -> str:
     return judge_id(dict(identity))
 
 
-def _candidates(run: RunFolder, generator: str) -> dict[tuple[str, str], dict[int, Any]]:
+def _candidates(path: Path, generator: str, lines: list[tuple[int, dict[str, Any]]]) -> dict[tuple[str, str], dict[int, Any]]:
     from bon.content import Candidate
 
     out: dict[tuple[str, str], dict[int, Any]] = {}
-    path = run.candidates(generator)
-    if path.exists():
-        for c in (Candidate.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in stage_lines(path)):
-            out.setdefault((generator, c.prompt_id), {})[c.index] = c
+    for c in (Candidate.from_json(rec, path.parent, where=f"{path}:{n}") for n, rec in lines):
+        out.setdefault((generator, c.prompt_id), {})[c.index] = c
     return out
+
+
+def _candidate_key(rec: dict[str, Any], where: str) -> tuple[tuple[str, int], str | None]:
+    """A candidate record's (prompt id, index) and recorded digest, checked as :meth:`Candidate.from_json`
+    checks them (without resolving its image paths: nothing here reads the images)."""
+    missing = [k for k in ("prompt_id", "index", "generator", "content") if k not in rec]
+    if missing:
+        raise BonError(f"{where}: candidate lacks {', '.join(missing)}")
+    try:
+        index = int(rec["index"])
+    except (TypeError, ValueError, OverflowError):
+        raise BonError(f"{where}: candidate index must be an integer, got {rec['index']!r:.40}") from None
+    content_entries(rec["content"], f"{where} content")
+    return (str(rec["prompt_id"]), index), recorded_digest(rec, where)
 
 
 def stage_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -60,6 +60,41 @@ def test_load_run_frames_and_the_readme_example(demo_run, tmp_path, monkeypatch,
     assert "verifier-twin" in capsys.readouterr().out
 
 
+def test_recorded_candidate_digests_are_the_pixels_and_old_records_still_load(demo_run, tmp_path):
+    """Every candidate record carries its content's digest, hashed as it was written: equal to the digest of
+    its images read back. load_run keys the stored verdicts on it and reads no image (the matches come out
+    the same with the images deleted); records without one (written before) load to the same matches, and
+    so do records whose digest is wrong (checked against the pixels when no verdict is found under it);
+    a digest that is not one is a one-line error."""
+    import shutil
+
+    import bon
+    from bon.content import load_candidates, recorded_digest
+    from bon.errors import BonError
+
+    expected, copy = bon.load_run(demo_run).matches, tmp_path / "run"
+    shutil.copytree(demo_run, copy)
+    path = copy / "candidates" / "strong" / "candidates.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for gen in ("strong", "weak"):
+        found = load_candidates(demo_run / "candidates" / gen / "candidates.jsonl")
+        lines = (demo_run / "candidates" / gen / "candidates.jsonl").read_text().splitlines()
+        assert found and [recorded_digest(json.loads(line), "") for line in lines] == [c.content.digest for c in found]
+
+    def matches_with(changed: list[dict]) -> pd.DataFrame:
+        path.write_text("".join(json.dumps(r) + "\n" for r in changed))
+        return bon.load_run(copy).matches
+
+    pd.testing.assert_frame_equal(matches_with([{k: v for k, v in r.items() if k != "digest"} for r in records]), expected)
+    wrong = [{**r, "digest": "0" * 64} if k % 3 == 0 else r for k, r in enumerate(records)]
+    pd.testing.assert_frame_equal(matches_with(wrong), expected)
+    with pytest.raises(BonError, match=r"candidates.jsonl:2: digest must be 64 lowercase hex digits"):
+        matches_with([records[0], {**records[1], "digest": 12}, *records[2:]])
+    shutil.rmtree(copy / "candidates" / "strong" / "images")
+    shutil.rmtree(copy / "candidates" / "weak" / "images")
+    pd.testing.assert_frame_equal(matches_with(records), expected)
+
+
 def test_outputs_exist_and_have_the_promised_columns(demo_run):
     for name in ("report.md", "figures/correlation.png", "results.csv", "correlations.csv", "stats.json", "config.yaml"):
         assert (demo_run / name).stat().st_size > 0, name
