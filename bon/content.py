@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -387,14 +388,16 @@ class Candidate:
         )
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
 def recorded_digest(raw: dict[str, Any], where: str) -> str | None:
     """A candidate record's ``digest``: its content's :attr:`Content.digest` as hashed from the pixels when the
     record was written (None in records written before there was one, or when the writer would have had to
     decode a file for it). Only the read-only analysis (:mod:`bon.run`) uses it, instead of decoding every
     image again; stages that judge hash the pixels they read. A value that is not a digest is an error."""
     digest = raw.get("digest")
-    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
-                                   and all(c in "0123456789abcdef" for c in digest)):
+    if digest is not None and not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
         raise BonError(f"{where}: digest must be 64 lowercase hex digits, got {digest!r:.80}")
     return digest
 

@@ -15,8 +15,10 @@ The frames are read-only views of the folder; nothing here writes a file or call
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -30,6 +32,7 @@ from bon.runfolder import RunFolder, check_n, check_pick, check_unique_picks, re
 from bon.tasks import TASKS
 
 REASON_CHARS = 1200  # a judge's reason as kept (its answer text can be long)
+_dumps = json.JSONEncoder(default=str).encode  # json.dumps(v, default=str), without a new encoder per value
 ScoreKey = tuple[str, str, int]  # generator, prompt id, candidate index
 RUN_MARKERS = ("config.yaml", "prompts.jsonl", "scores.jsonl", "picks.jsonl")  # any one makes a folder a run
 PICK_COLUMNS = ["judge", "strategy", "task", "generator", "prompt_id", "index", "calls", "missing", "matches", "source"]
@@ -140,7 +143,9 @@ class Run:
         if not path.exists():
             raise BonError(f"{path}: no verifier scores; is {self.root} a finished study folder?")
         scores = {}
-        for k, r in stage_lines(path):
+        with collector_paused():
+            lines = list(stage_lines(path))
+        for k, r in lines:
             try:
                 scores[(str(r["generator"]), str(r["prompt_id"]), int(r["index"]))] = r
             except (KeyError, TypeError, ValueError):
@@ -206,7 +211,8 @@ class Run:
     def _file(self, kind: str, path: Path, read: Any) -> Any:
         key = (kind, Path(path))
         if key not in self._files:
-            self._files[key] = read(Path(path))
+            with collector_paused():
+                self._files[key] = read(Path(path))
         return self._files[key]
 
     @cached_property
@@ -231,22 +237,20 @@ class Run:
     @cached_property
     def candidates(self) -> pd.DataFrame:
         """One row per candidate: generator, prompt id, index, seed, its text and image paths (relative to the run)."""
-        rows = []
+        rows = []  # tuples, not dicts: a row of a large study's frame holds its values only
         for gen in self.generators():
             path = self.folder.candidates(gen)
             base = path.parent.relative_to(self.root).as_posix()
             for r in self.candidate_records(gen):
-                rows.append({"generator": r.get("generator", gen), "prompt_id": r.get("prompt_id"), "index": r.get("index"),
-                             "seed": r.get("seed"), "text": _text(r.get("content")),
-                             "images": [f"{base}/{v}" for k, v in _entries(r.get("content")) if k == "image"],
-                             "content": r.get("content"), "provenance": r.get("provenance") or {}})
+                rows.append((r.get("generator", gen), r.get("prompt_id"), r.get("index"), r.get("seed"), _text(r.get("content")),
+                             [f"{base}/{v}" for k, v in _entries(r.get("content")) if k == "image"],
+                             r.get("content"), r.get("provenance") or {}))
         return pd.DataFrame(rows, columns=["generator", "prompt_id", "index", "seed", "text", "images", "content", "provenance"])
 
     @cached_property
     def scores(self) -> pd.DataFrame:
         """One row per scored candidate: the verifier's score (NaN when missing) and why it is missing."""
-        rows = [{"generator": g, "prompt_id": p, "index": i, "score": r.get("score"), "missing": r.get("missing"),
-                 "details": r.get("details") or {}} for (g, p, i), r in self.score_records.items()]
+        rows = [(g, p, i, r.get("score"), r.get("missing"), r.get("details") or {}) for (g, p, i), r in self.score_records.items()]
         frame = pd.DataFrame(rows, columns=["generator", "prompt_id", "index", "score", "missing", "details"])
         frame["score"] = pd.to_numeric(frame["score"], errors="coerce")
         return frame
@@ -267,17 +271,15 @@ class Run:
         ``judgments.sqlite`` (``fwd``: ``x`` shown as A; ``rev``: ``y`` shown as A; first sample): the
         letter ("" when missing), the 1-6 score and the judge's reason (or why the answer is missing).
         ``disagree``: both orders answered and named different candidates."""
-        verdicts = self._match_verdicts()
+        plan, verdicts = self._match_verdicts()
         none = {"v": "", "score": None, "reason": "not in the judgment store"}
-        rows = []
-        for pick, key in self._match_plan:
+        rows = []  # tuples in MATCH_COLUMNS' order
+        for pick, key in plan:
             for k, (x, y, winner, how, fwd_key, rev_key) in enumerate(key):
                 fwd, rev = verdicts.get(fwd_key, none), verdicts.get(rev_key, none)
-                rows.append({"judge": pick["judge"], "strategy": pick.get("strategy", ""), "task": pick.get("task"),
-                             "generator": pick["generator"], "prompt_id": pick["prompt_id"], "match": k, "x": x, "y": y,
-                             "winner": winner, "how": how, "fwd_verdict": fwd["v"], "fwd_score": fwd["score"],
-                             "fwd_reason": fwd["reason"], "rev_verdict": rev["v"], "rev_score": rev["score"],
-                             "rev_reason": rev["reason"], "disagree": bool(fwd["v"] and rev["v"] and fwd["v"] == rev["v"])})
+                rows.append((pick["judge"], pick.get("strategy", ""), pick.get("task"), pick["generator"], pick["prompt_id"],
+                             k, x, y, winner, how, fwd["v"], fwd["score"], fwd["reason"], rev["v"], rev["score"],
+                             rev["reason"], bool(fwd["v"] and rev["v"] and fwd["v"] == rev["v"])))
         return pd.DataFrame(rows, columns=MATCH_COLUMNS)
 
     @cached_property
@@ -332,24 +334,28 @@ class Run:
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         """Rows of the judgment store, opened read-only ([] when the run has none)."""
+        return list(self._rows(sql, args))
+
+    def _rows(self, sql: str, args: tuple = ()) -> Iterator[tuple]:
+        """:meth:`_query`'s rows one by one, for a query whose rows are many (the store stays open meanwhile)."""
         path = self.folder.store
         if not path.exists():
-            return []
+            return
         from bon.store import read_only_store
 
         with read_only_store(path) as db:  # leaves no WAL or shared-memory file beside it (a read-only folder works)
             try:
-                return db.execute(sql, args).fetchall()
+                yield from db.execute(sql, args)
             except sqlite3.DatabaseError as exc:
                 raise BonError(f"{path}: not a readable judgment store ({first_line(exc)})") from None
 
-    @cached_property
     def _match_plan(self) -> list[tuple[dict[str, Any], list[tuple]]]:
         """Per pick with matches: (x, y, winner, how, forward store key, reverse store key) of each match."""
         ids, out = self.judge_ids, []
         picks = [p for p, _ in self._selected() if p.get("matches")] if self.folder.picks.exists() else []
         for pick in picks:
             prompt, pid = self.prompt_objects.get(pick["prompt_id"]), pick["prompt_id"]
+            p = prompt.content.digest if prompt is not None else None
             digests = self.candidate_digests(pick["generator"])
             jid = ids.get(pick["judge"])
             keys = []
@@ -358,8 +364,8 @@ class Run:
                 winner = int(m[2]) if len(m) > 2 and m[2] is not None else None
                 how = m[3] if len(m) > 3 else None
                 fwd = rev = None
-                if prompt is not None and jid and (pid, x) in digests and (pid, y) in digests:
-                    p, a, b = prompt.content.digest, digests[(pid, x)], digests[(pid, y)]
+                if p is not None and jid and (pid, x) in digests and (pid, y) in digests:
+                    a, b = digests[(pid, x)], digests[(pid, y)]
                     fwd, rev = (jid, p, a, b), (jid, p, b, a)
                 keys.append((x, y, winner, how, fwd, rev))
             out.append((pick, keys))
@@ -386,20 +392,18 @@ class Run:
             out[label] = next((j for j in ids if j in stored), ids[0])
         return out
 
-    def _match_verdicts(self) -> dict[tuple, dict[str, Any]]:
-        """The stored verdicts of every match. A match whose verdicts are not found under the candidates'
-        recorded digests has them checked against the pixels (a record edited or damaged since it was
-        written): where they differ, the pixels' digests replace them and the plan is made again."""
-        verdicts = self.stored_verdicts(self._match_keys())
-        unfound = {(pick["generator"], pick["prompt_id"], i) for pick, keys in self._match_plan for m in keys
+    def _match_verdicts(self) -> tuple[list[tuple[dict[str, Any], list[tuple]]], dict[tuple, dict[str, Any]]]:
+        """The match plan and the stored verdicts of every match. A match whose verdicts are not found under
+        the candidates' recorded digests has them checked against the pixels (a record edited or damaged
+        since it was written): where they differ, the pixels' digests replace them and the plan is made again."""
+        plan = self._match_plan()
+        verdicts = self.stored_verdicts(_match_keys(plan))
+        unfound = {(pick["generator"], pick["prompt_id"], i) for pick, keys in plan for m in keys
                    if any(k is not None and k not in verdicts for k in m[4:]) for i in m[:2]}
         if self._rehashed(unfound):
-            del self.__dict__["_match_plan"]
-            verdicts = self.stored_verdicts(self._match_keys())
-        return verdicts
-
-    def _match_keys(self) -> Iterator[tuple[str, str, str, str]]:
-        return (k for _, keys in self._match_plan for m in keys for k in m[4:] if k is not None)
+            plan = self._match_plan()
+            verdicts = self.stored_verdicts(_match_keys(plan))
+        return plan, verdicts
 
     def _rehashed(self, candidates: Iterable[tuple[str, str, int]]) -> bool:
         """Hash these candidates' images (generator, prompt id, index) and keep the pixels' digest where the
@@ -413,18 +417,24 @@ class Run:
         return changed
 
     def stored_verdicts(self, keys: Iterable[tuple[str, str, str, str]]) -> dict[tuple, dict[str, Any]]:
-        """``{(judge id, prompt, a, b hashes): {"v", "score", "reason"}}`` of the stored first samples among ``keys``."""
-        wanted, out, said = set(keys), {}, {}  # said: (meta, missing) -> reason; a judge says few distinct things
-        for jid in sorted({k[0] for k in wanted}):
-            for prompt, a, b, better, score, missing, meta in self._query(
-                    "SELECT prompt, a, b, better, score, missing, meta FROM judgments WHERE judge_id = ? AND sample = 0", (jid,)):
-                if (jid, prompt, a, b) in wanted:
-                    if (meta, missing) not in said:
-                        details = json.loads(meta) if meta else {}
-                        if missing:
-                            details["missing"] = missing
-                        said[(meta, missing)] = reason(details)
-                    out[(jid, prompt, a, b)] = {"v": better or "", "score": score, "reason": said[(meta, missing)]}
+        """``{(judge id, prompt, a, b hashes): {"v", "score", "reason"}}`` of the stored first samples among ``keys``
+        (one dict per distinct answer, shared by the keys that got it: callers must not change them)."""
+        wanted = {k: k for k in keys}  # the caller's key objects are kept, not the store's copies of its strings
+        out: dict[tuple, dict[str, Any]] = {}
+        said: dict[tuple, dict[str, Any]] = {}
+        judges = sorted({k[0] for k in wanted})
+        for jid, prompt, a, b, better, score, missing, meta in self._rows(  # one pass: the store is opened once
+                "SELECT judge_id, prompt, a, b, better, score, missing, meta FROM judgments "
+                f"WHERE sample = 0 AND judge_id IN ({', '.join('?' * len(judges))})", tuple(judges)) if judges else ():
+            key = wanted.get((jid, prompt, a, b))
+            if key is not None:
+                answer = (better, score, missing, meta)
+                if answer not in said:
+                    details = json.loads(meta) if meta else {}
+                    if missing:
+                        details["missing"] = missing
+                    said[answer] = {"v": better or "", "score": score, "reason": reason(details)}
+                out[key] = said[answer]
         return out
 
 
@@ -433,7 +443,7 @@ def reason(meta: Mapping[str, Any], answer: Any = None) -> str:
     text = meta.get("answer") or meta.get("missing")
     if not text:
         rest = {k: v for k, v in meta.items() if k not in ("usage", "cost_usd", "evaluator")}
-        text = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in rest.items())
+        text = " ".join(f"{k}={_dumps(v)}" for k, v in rest.items())
         if answer not in (None, "", "A", "B"):
             text = f"answer {answer!r}" + (f"; {text}" if text else "")
     text = str(text)
@@ -444,6 +454,10 @@ def _judge_id(identity: Mapping[str, Any]) -> str:
     from bon.store import judge_id
 
     return judge_id(dict(identity))
+
+
+def _match_keys(plan: list[tuple[dict[str, Any], list[tuple]]]) -> Iterator[tuple[str, str, str, str]]:
+    return (k for _, keys in plan for m in keys for k in m[4:] if k is not None)
 
 
 def _candidates(path: Path, generator: str, lines: list[tuple[int, dict[str, Any]]]) -> dict[tuple[str, str], dict[int, Any]]:
@@ -469,6 +483,20 @@ def _candidate_key(rec: dict[str, Any], where: str) -> tuple[tuple[str, int], st
     return (str(rec["prompt_id"]), index), recorded_digest(rec, where)
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a file's records are parsed: JSON records hold no cycles, and
+    the millions of containers a large study's files make would otherwise set off collections over
+    everything the process holds, a cost that grows faster than the study."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def stage_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """A stage file the Run reads (picks, scores, candidates): strictly, one rule for all. A cut last line is
     an interrupted stage, whose units the stage redoes on its rerun; reading past it would analyse a study
@@ -479,7 +507,8 @@ def stage_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _checked_picks(path: Path, n: int | None) -> list[dict[str, Any]]:
     """A picks file, read strictly (a cut line is damage) and checked line by line: indices that are
     candidates of the prompt, no pick twice."""
-    lines = [(f"{path}:{k}", rec) for k, rec in stage_lines(path)]
+    with collector_paused():
+        lines = [(f"{path}:{k}", rec) for k, rec in stage_lines(path)]
     for where, rec in lines:
         check_pick(rec, where, n)
     check_unique_picks(lines)
