@@ -146,7 +146,8 @@ def _evaluator(entry: Mapping[str, Any], folder: str) -> str:
 
 
 def match_items(run: Run, page: _Contents) -> list[dict[str, Any]]:
-    """One item per match of ``picks.jsonl``, its verdicts read from the judgment store."""
+    """One item per match of ``picks.jsonl``, its verdicts read from the judgment store (keyed on the
+    candidates' recorded digests: no image is decoded for them, see :meth:`bon.run.Run.match_verdicts`)."""
     if not run.folder.picks.exists():
         return []
     picks = [p for p in run.pick_records if p.get("matches")]
@@ -154,20 +155,16 @@ def match_items(run: Run, page: _Contents) -> list[dict[str, Any]]:
         return []
     prompts = run.prompt_objects
     scores = run.score_records if run.folder.scores.exists() else {}
-    verdicts = _stored_verdicts(run, picks)
+    plan, verdicts = run.match_verdicts(picks)
+    none = {"v": "", "score": None, "reason": "not in the judgment store"}
     items = []
-    for pick in picks:
+    for pick, keys in plan:
         gen, pid = pick["generator"], pick["prompt_id"]
         prompt, cands = prompts.get(pid), run.candidate_objects(gen).get((gen, pid), {})
-        jid = run.judge_ids.get(pick["judge"])
-        for match in pick["matches"]:
-            x, y = int(match[0]), int(match[1])
+        for x, y, winner, how, fwd_key, rev_key in keys:
             if prompt is None or x not in cands or y not in cands:
                 continue
-            fwd, rev = (verdicts.get((jid, prompt.content.digest, a.digest, b.digest)) or
-                        {"v": "", "score": None, "reason": "not in the judgment store"}
-                        for a, b in ((cands[x].content, cands[y].content), (cands[y].content, cands[x].content)))
-            winner = int(match[2]) if len(match) > 2 and match[2] is not None else None
+            fwd, rev = verdicts.get(fwd_key, none), verdicts.get(rev_key, none)
             items.append({
                 "kind": "match", "task": pick["task"], "judge": pick["judge"], "id": pid, "generator": gen,
                 "prompt": page.add(f"prompt:{pid}", prompt.content),
@@ -175,7 +172,7 @@ def match_items(run: Run, page: _Contents) -> list[dict[str, Any]]:
                 "b": page.add(f"cand:{gen}:{pid}:{y}", cands[y].content),
                 "labels": [_candidate_label(gen, pid, x, scores), _candidate_label(gen, pid, y, scores)],
                 "note": (f"winner: candidate {winner}" if winner is not None else "no winner recorded")
-                        + (f" ({match[3]})" if len(match) > 3 and match[3] else ""),
+                        + (f" ({how})" if how else ""),
                 "best": 0 if winner == x else 1 if winner == y else None, "fwd": fwd, "rev": rev,
                 "disagree": _disagree(fwd, rev)})
     return items
@@ -184,22 +181,6 @@ def match_items(run: Run, page: _Contents) -> list[dict[str, Any]]:
 def _candidate_label(gen: str, pid: str, index: int, scores: Mapping[tuple, Mapping[str, Any]]) -> str:
     score = (scores.get((gen, pid, index)) or {}).get("score")
     return f"candidate {index} of {gen}" + (f" (verifier {float(score):.3f})" if score is not None else "")
-
-
-def _stored_verdicts(run: Run, picks: list[Mapping[str, Any]]) -> dict[tuple, dict[str, Any]]:
-    """``{(judge id, prompt, a, b hashes): verdict}`` for both orders of every match (first sample)."""
-    keys = []
-    for pick in picks:
-        prompt, jid = run.prompt_objects.get(pick["prompt_id"]), run.judge_ids.get(pick["judge"])
-        cands = run.candidate_objects(pick["generator"]).get((pick["generator"], pick["prompt_id"]), {})
-        if prompt is None or jid is None:
-            continue
-        for match in pick["matches"]:
-            x, y = (cands.get(int(i)) for i in match[:2])
-            if x is not None and y is not None:
-                keys += [(jid, prompt.content.digest, x.content.digest, y.content.digest),
-                         (jid, prompt.content.digest, y.content.digest, x.content.digest)]
-    return run.stored_verdicts(keys)
 
 
 def script_json(data: Any) -> str:

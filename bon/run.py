@@ -271,7 +271,8 @@ class Run:
         ``judgments.sqlite`` (``fwd``: ``x`` shown as A; ``rev``: ``y`` shown as A; first sample): the
         letter ("" when missing), the 1-6 score and the judge's reason (or why the answer is missing).
         ``disagree``: both orders answered and named different candidates."""
-        plan, verdicts = self._match_verdicts()
+        picks = [p for p, _ in self._selected() if p.get("matches")] if self.folder.picks.exists() else []
+        plan, verdicts = self.match_verdicts(picks)
         none = {"v": "", "score": None, "reason": "not in the judgment store"}
         rows = []  # tuples in MATCH_COLUMNS' order
         for pick, key in plan:
@@ -349,10 +350,9 @@ class Run:
             except sqlite3.DatabaseError as exc:
                 raise BonError(f"{path}: not a readable judgment store ({first_line(exc)})") from None
 
-    def _match_plan(self) -> list[tuple[dict[str, Any], list[tuple]]]:
-        """Per pick with matches: (x, y, winner, how, forward store key, reverse store key) of each match."""
+    def _match_plan(self, picks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[tuple]]]:
+        """Per pick: (x, y, winner, how, forward store key, reverse store key) of each of its matches."""
         ids, out = self.judge_ids, []
-        picks = [p for p, _ in self._selected() if p.get("matches")] if self.folder.picks.exists() else []
         for pick in picks:
             prompt, pid = self.prompt_objects.get(pick["prompt_id"]), pick["prompt_id"]
             p = prompt.content.digest if prompt is not None else None
@@ -392,16 +392,18 @@ class Run:
             out[label] = next((j for j in ids if j in stored), ids[0])
         return out
 
-    def _match_verdicts(self) -> tuple[list[tuple[dict[str, Any], list[tuple]]], dict[tuple, dict[str, Any]]]:
-        """The match plan and the stored verdicts of every match. A match whose verdicts are not found under
+    def match_verdicts(self, picks: list[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], list[tuple]]], dict[tuple, dict[str, Any]]]:
+        """Per pick of ``picks``, (x, y, winner, how, forward store key, reverse store key) of each match (keys
+        None where the prompt, a candidate or the judge is unknown), and the stored verdicts under those
+        keys (:meth:`stored_verdicts`). A match whose verdicts are not found under
         the candidates' recorded digests has them checked against the pixels (a record edited or damaged
         since it was written): where they differ, the pixels' digests replace them and the plan is made again."""
-        plan = self._match_plan()
+        plan = self._match_plan(picks)
         verdicts = self.stored_verdicts(_match_keys(plan))
         unfound = {(pick["generator"], pick["prompt_id"], i) for pick, keys in plan for m in keys
                    if any(k is not None and k not in verdicts for k in m[4:]) for i in m[:2]}
         if self._rehashed(unfound):
-            plan = self._match_plan()
+            plan = self._match_plan(picks)
             verdicts = self.stored_verdicts(_match_keys(plan))
         return plan, verdicts
 
