@@ -684,8 +684,9 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
     chosen = []
     for task in task_order(prompts["task"]):
         sub = prompts[prompts.task == task]
-        spread = sub.groupby("prompt_id").apply(lambda g: g.groupby("generator")["index"].nunique().sum(),
-                                                include_groups=False)
+        # per prompt, the distinct picks summed over generators (one grouping, not one per prompt)
+        spread = (sub.groupby(["prompt_id", "generator"])["index"].nunique().groupby(level="prompt_id").sum()
+                  .reindex(sub["prompt_id"].dropna().unique(), fill_value=0))
         order = sorted(spread.index, key=lambda pid: (-int(spread[pid]), pid))
         chosen += [(task, pid) for pid in order[:per_task]]
     return chosen
