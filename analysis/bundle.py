@@ -422,6 +422,12 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
                                (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"])
 
 
+def import_report_writer() -> None:
+    """Import the report writer and matplotlib while :func:`compute`'s parts run in forked workers (pass it
+    as ``meanwhile``): this process would only wait then, and the figure workers forked later inherit them."""
+    import analysis.outputs  # noqa: F401
+
+
 def prompt_tasks(run: Run) -> dict[str, str]:
     """prompt id -> task of every prompt of the run (prompts.jsonl), those without picks included."""
     return {str(p.get("id")): str(p.get("task")) for p in run.prompt_records if isinstance(p, Mapping)}

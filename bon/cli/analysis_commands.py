@@ -89,13 +89,13 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
 def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
             pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
             on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
-    from analysis.bundle import compute
+    from analysis.bundle import compute, import_report_writer
 
     run_dir = run.root
     bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
-                     on_failure=on_failure, meanwhile=_import_figure_modules)
+                     on_failure=on_failure, meanwhile=import_report_writer)
     from analysis.outputs import write_report
     problem = bundle.degenerate()
     if problem:
@@ -113,12 +113,6 @@ def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accura
     out.print(f"report: {written['html']}  ({warnings} coefficients flagged as too uncertain)")
     if json_out is not None:  # the payload takes a while on a large study: only when asked for
         write_numbers(json_out, bundle.payload())
-
-
-def _import_figure_modules() -> None:
-    """Import matplotlib and the report writer while the statistics run in forked workers: this process
-    would only wait then, and the figure workers forked afterwards inherit the modules."""
-    import analysis.outputs  # noqa: F401
 
 
 @app.command()
