@@ -39,7 +39,7 @@ from bon.runlock import writer_lock
 from bon.shards import shard_prompts
 from bon.stages.generate import generate
 from bon.stages.judge_bench import forget_decoded, judge_pairs, keep_decoded, pair_images, share_images
-from bon.stages.pool import run_jobs, usable_cores, worker_count
+from bon.stages.pool import cpu_workers, run_jobs, usable_cores, worker_count
 from bon.stages.preference import build_preference_set, verifier_agreement
 from bon.stages.prompts import build_prompts, prepare_prompts, split
 from bon.stages.select import prompt_by_prompt, select, strategy_label
@@ -184,10 +184,12 @@ def _judged_study(run: RunFolder, cfg: StudyConfig, strategy, built: list[Prompt
     prompt_map = {p.id: p for p in prompts}
     everything = [c for by_prompt in candidates.values() for cands in by_prompt.values() for c in cands]
     verifier = LazyPlugin(cfg.verifier, "verifier")
-    # a cheap verifier reads every image here: each part's images decoded in threads first
-    parts = decoded_parts if _cheap_and_local(executor, "verifier", [cfg.verifier]) else None
+    # a cheap verifier reads every image here: each part's images decoded in threads first, then scored
+    # in one forked worker per core
+    cheap = _cheap_and_local(executor, "verifier", [cfg.verifier])
     try:
-        scores = verify(run, verifier, prompt_map, everything, executor=executor, parts=parts)
+        scores = verify(run, verifier, prompt_map, everything, executor=executor, parts=decoded_parts if cheap else None,
+                        workers=cpu_workers(len(everything)) if cheap else 1)
     finally:
         verifier.close()
     identities["verifier"] = verifier.identity()

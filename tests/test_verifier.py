@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -243,3 +244,25 @@ def test_reasoning_extraction_in_generated_answers(small_study):
             ok = V.score(p, c).value == 1.0
             assert ok == (not faults & {"wrong answer", "no answer line"}), (c.content.text, faults)
             assert L.extract_answer(c.content.text) is not None or "no answer line" in faults
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers: Linux only")
+def test_forked_verify_writes_what_one_process_writes_and_the_driver_keeps_the_parsed_scenes(small_study, tmp_path,
+                                                                                              monkeypatch):
+    """Two forked workers score runs of candidates: the scores file is byte for byte the one-process file,
+    and the driver ends holding every parsed scene (the verifier's twin judges, forked later, read them)."""
+    from bon.runfolder import RunFolder
+    from bon.stages import verify as stage
+    from generators.synthetic import perception
+
+    monkeypatch.setattr(stage, "CHUNK", 50)
+    prompts = {p.id: p for p, _ in small_study["strong"]}
+    cands = [c for rows in small_study.values() for _, found in rows for c in found]
+    perception._CACHE.clear()
+    stage.verify(RunFolder(tmp_path / "one"), SyntheticVerifier(), prompts, cands)
+    parsed = dict(perception._CACHE)
+    perception._CACHE.clear()
+    scores = stage.verify(RunFolder(tmp_path / "two"), SyntheticVerifier(), prompts, cands, workers=2)
+    assert len(scores) == len(cands) > 2 * stage.CHUNK
+    assert (tmp_path / "two" / "scores.jsonl").read_bytes() == (tmp_path / "one" / "scores.jsonl").read_bytes()
+    assert len(parsed) > len(cands) / 2 and dict(perception._CACHE) == parsed

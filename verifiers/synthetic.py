@@ -14,7 +14,7 @@ from __future__ import annotations
 from bon.content import Candidate, Prompt
 from bon.errors import BonError
 from bon.plugins import Score, Verifier
-from generators.synthetic import checks
+from generators.synthetic import checks, perception
 
 
 class SyntheticVerifier(Verifier):
@@ -37,3 +37,11 @@ class SyntheticVerifier(Verifier):
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             return Score(None, missing=f"malformed spec or content: {type(exc).__name__}: {exc}")
         return Score(float(min(1.0, max(0.0, value))), details=details)
+
+    def worker_memo(self) -> list:
+        """What a forked worker parsed (bon.stages.verify hands it to the driver's :meth:`keep_memo`)."""
+        return perception.new_scenes()
+
+    def keep_memo(self, memo: list) -> None:
+        """Keep a worker's parsed scenes here: the verifier's twin judges, forked later, then find them."""
+        perception.keep_scenes(memo)

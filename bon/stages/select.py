@@ -56,10 +56,8 @@ def select(
     """One bracket per (generator, prompt), all played together so the judge sees full batches. ``scores``
     (the verifier's, by candidate key) calibrate a prefilter's ``keep: auto``."""
     groups = [(p, cands[p.id]) for cands in candidates.values() for p in prompts]
-    note(f"select ({referee.judge.name}): {len(groups)} prompts x generators, {strategy_label(strategy)}")
+    label = strategy_label(strategy)  # once: it inspects the strategy's signature
+    note(f"select ({referee.judge.name}): {len(groups)} prompts x generators, {label}")
     picks = run_selection(strategy, referee, groups, seed=seed, utility=None if scores is None else verifier_utility(groups, scores))
     tasks = {p.id: p.task for p in prompts}
-    return [
-        {"judge": referee.judge.name, "strategy": strategy_label(strategy), "task": tasks[pk.prompt_id], **pk.as_dict()}
-        for pk in picks
-    ]
+    return [{"judge": referee.judge.name, "strategy": label, "task": tasks[pk.prompt_id], **pk.as_dict()} for pk in picks]

@@ -9,7 +9,8 @@ image is parsed once per process however many judges look at it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import os
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -90,6 +91,39 @@ def quantise(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 _CACHE: "OrderedDict[tuple[str, int | None], SeenScene]" = OrderedDict()
 _CACHE_MAX = 60000
+# keys this process parsed since it was forked or last asked (new_scenes); no longer than the cache, whose
+# older entries are gone anyway
+_NEW: "deque[tuple[str, int | None]]" = deque(maxlen=_CACHE_MAX)
+
+
+def _forked() -> None:
+    _NEW.clear()  # a forked worker's own parses only: the driver has the rest
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+def new_scenes() -> list[tuple[tuple[str, int | None], SeenScene]]:
+    """The scenes this process parsed since it was forked (or since the last call), still cached: a forked
+    worker hands them to the driver (:func:`keep_scenes`), so that the judges forked after it (the
+    verifier's twins) find them parsed, as when the driver parses every image itself."""
+    found = [(key, _CACHE[key]) for key in _NEW if key in _CACHE]
+    _NEW.clear()
+    return found
+
+
+def keep_scenes(scenes: list[tuple[tuple[str, int | None], SeenScene]]) -> None:
+    """Cache scenes that a worker parsed (:func:`new_scenes`)."""
+    for key, seen in scenes:
+        _remember(key, seen)
+
+
+def _remember(key: tuple[str, int | None], seen: SeenScene) -> None:
+    _CACHE[key] = seen
+    _CACHE.move_to_end(key)
+    if len(_CACHE) > _CACHE_MAX:
+        _CACHE.popitem(last=False)
 
 
 def perceive(image: Image.Image | ImageItem, resolution: int | None = None) -> SeenScene:
@@ -102,9 +136,8 @@ def perceive(image: Image.Image | ImageItem, resolution: int | None = None) -> S
         _CACHE.move_to_end(key)
         return hit
     seen = _perceive(item.load(), resolution)
-    _CACHE[key] = seen
-    if len(_CACHE) > _CACHE_MAX:
-        _CACHE.popitem(last=False)
+    _remember(key, seen)
+    _NEW.append(key)
     return seen
 
 
