@@ -342,7 +342,8 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
     (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
     failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`); ``meanwhile``: work for this process
-    while the independent parts run in forked workers (the CLI imports the figure modules then)."""
+    while the independent parts run in forked workers, where it would only wait: ``bon report`` and the demo
+    import the report writer (matplotlib) then, and the figure workers forked afterwards inherit it."""
     run = as_run(run)
     config = run.config
     study = config.get("study") or {}
@@ -420,12 +421,6 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
                                (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"])
-
-
-def import_report_writer() -> None:
-    """Import the report writer and matplotlib while :func:`compute`'s parts run in forked workers (pass it
-    as ``meanwhile``): this process would only wait then, and the figure workers forked later inherit them."""
-    import analysis.outputs  # noqa: F401
 
 
 def prompt_tasks(run: Run) -> dict[str, str]:

@@ -89,13 +89,15 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
 def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
             pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
             on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
-    from analysis.bundle import compute, import_report_writer
+    from importlib import import_module
+
+    from analysis.bundle import compute
 
     run_dir = run.root
     bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
-                     on_failure=on_failure, meanwhile=import_report_writer)
+                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"))
     from analysis.outputs import write_report
     problem = bundle.degenerate()
     if problem:
