@@ -44,6 +44,10 @@ MIN_CORRELATION_JUDGES = 3
 HEADLINE_PERMUTATIONS = 10000  # judge-label orderings behind the correlation table's p-values
 OTHER_PERMUTATIONS = 1000  # ... and behind those of the other grader-judge choice, shown beside it
 DEFAULT_MAX_LOSS = 0.01  # one point of a 0-1 Best-of-N score: the leaderboard's "cheapest within" loss
+# rough CPU seconds of compute's parallel parts on the demo (40 prompts, N 8, 9 judges, one core): the
+# costliest start first, so the two workers finish together (order only; every part is seeded on its own)
+PART_COSTS = {"predictors": 0.9, "leaderboards": 0.8, "correlations": 0.8, "power": 0.75, "other": 0.5,
+              "metrics": 0.4, "prediction": 0.2}
 
 
 @dataclass
@@ -327,7 +331,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
             predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
             grader_judges: str | None = None, overlapping_pairs: str | None = None,
-            on_failure: str | None = None) -> ReportBundle:
+            on_failure: str | None = None, meanwhile: Callable[[], Any] | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: None (the study config's ``accuracies:`` key, by default
     its own preference set), ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
@@ -337,7 +341,9 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     table; ``max_loss`` is the Best-of-N loss the cheapest trade-off setting may cost; ``grader_judges``
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
     (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
-    failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`)."""
+    failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`); ``meanwhile``: work for this process
+    while the independent parts run in forked workers, where it would only wait: ``bon report`` and the demo
+    import the report writer (matplotlib) then, and the figure workers forked afterwards inherit it."""
     run = as_run(run)
     config = run.config
     study = config.get("study") or {}
@@ -381,7 +387,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         predictor_dropped = {}
         predictor_pairs = predictor_pairs(overlap=leakage.outside_overlap(down, policy), dropped=predictor_dropped)
     # independent of one another, each seeded on its own: side by side in forked workers (longest first)
-    parts = run_named({
+    parts = run_named(costs=PART_COSTS, meanwhile=meanwhile, jobs={
         "correlations": lambda: correlate(excluded, HEADLINE_PERMUTATIONS),
         "power": power_study if power else lambda: None,
         "leaderboards": lambda: all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level,

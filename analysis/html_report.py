@@ -324,10 +324,11 @@ def leaderboard_columns() -> list[Column]:
     ]
 
 
-def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = None) -> str:
+def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = None,
+               numbers: dict[str, Any] | None = None) -> str:
     """``report.html`` of a bundle whose figures are drawn; ``samples``: its sample-prompts section when already
     rendered (:func:`sample_section`, which :func:`analysis.outputs.write_report` has a worker render beside the
-    figures)."""
+    figures); ``numbers``: ``b.payload()`` when the caller has it already (it takes a while on a large study)."""
     run_dir = b.run_dir
     corr, metrics, acc, lb, figs = b.correlations, b.metrics, b.accuracies, b.leaderboards, b.figures
     boot, seed, level = b.bootstrap, b.seed, b.level
@@ -428,7 +429,7 @@ def render_run(b: ReportBundle, sample_prompts: int = 1, samples: str | None = N
 
     # method + data
     parts.append('<h2 id="method">Method</h2>' + METHOD_HTML)
-    parts.append('<h2 id="data">Every number</h2>' + _downloads(b))
+    parts.append('<h2 id="data">Every number</h2>' + _downloads(b, numbers))
     summary = " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in b.what_was_run())
     parts.append(f'<p class="muted small">Study: {summary}<br>Versions: {esc(inline(b.versions))}</p>')
     return _page(title, "\n".join(p for p in parts if p))
@@ -637,10 +638,11 @@ def _power_html(power: Mapping[str, Any] | None, fig: Sequence[Path] | None) -> 
             + "<details><summary>The grid</summary>" + html_table(records(grid), cols) + "</details>")
 
 
-def _downloads(b: ReportBundle) -> str:
+def _downloads(b: ReportBundle, numbers: dict[str, Any] | None = None) -> str:
     folder = RunFolder(b.run_dir, existing=True)
     files = [(getattr(folder, name).name, df.to_csv(index=False).encode(), "text/csv") for name, df in b.tables().items()]
-    files.append((folder.report_json.name, json.dumps(b.payload()).encode(), "application/json"))
+    files.append((folder.report_json.name, json.dumps(b.payload() if numbers is None else numbers).encode(),
+                  "application/json"))
     links = "".join(f'<a download="{esc(name)}" href="{data_uri(data, mime)}">{esc(name)}</a>' for name, data, mime in files)
     return (f'<p class="dl">{links}</p><p class="muted small">The same files are written beside this report, with the '
             f"figures as PNG and SVG under <code>{esc(folder.figures.name)}/</code>.</p>")
@@ -682,8 +684,9 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
     chosen = []
     for task in task_order(prompts["task"]):
         sub = prompts[prompts.task == task]
-        spread = sub.groupby("prompt_id").apply(lambda g: g.groupby("generator")["index"].nunique().sum(),
-                                                include_groups=False)
+        # per prompt, the distinct picks summed over generators (one grouping, not one per prompt)
+        spread = (sub.groupby(["prompt_id", "generator"])["index"].nunique().groupby(level="prompt_id").sum()
+                  .reindex(sub["prompt_id"].dropna().unique(), fill_value=0))
         order = sorted(spread.index, key=lambda pid: (-int(spread[pid]), pid))
         chosen += [(task, pid) for pid in order[:per_task]]
     return chosen

@@ -23,28 +23,33 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 
     The figures and the sample prompts' thumbnails are made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
-    the tables and ``report.json``: they are most of a small report's time and independent of each other.
-    The two renderings that show the figures come last."""
+    the tables, ``report.json`` and ``report.md`` (which links the figures by file name): they are most of a
+    small report's time and independent of each other. ``report.html``, which holds the figures, comes last."""
     from bon.stages.pool import cpu_workers, jobs_started
 
     out.require_writable()
     out.figures.mkdir(parents=True, exist_ok=True)
     jobs = [*figure_jobs(out, bundle), (SAMPLES, lambda: sample_section(bundle, sample_prompts))]
+    jobs.sort(key=lambda job: -JOB_COSTS.get(job[0], 1.0))  # the costliest first: the workers finish together
     written: dict[str, Path] = {}
     with jobs_started(lambda i: jobs[i][1](), len(jobs), cpu_workers(len(jobs))) as results:
         for name, table in bundle.tables().items():
             written[name] = getattr(out, name)
             write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
-        write_json(out.report_json, bundle.payload())
+        numbers = bundle.payload()
+        write_json(out.report_json, numbers)
+        bundle.figures = {}  # report.md links each figure by its file name in ``out``, fixed before it is drawn
+        write_text(out.report, render_markdown(bundle, out))
         made = dict(zip((name for name, _ in jobs), results))
     samples = made.pop(SAMPLES)
-    bundle.figures = made
-    write_text(out.report, render_markdown(bundle, out))
-    write_text(out.report_html, render_run(bundle, sample_prompts, samples))
+    bundle.figures = {name: made[name] for name, _ in figure_jobs(out, bundle) if name in made}  # the report's order
+    write_text(out.report_html, render_run(bundle, sample_prompts, samples, numbers))
     return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
 
 
 SAMPLES = "samples"  # the job that renders the sample prompts (not a figure)
+# rough CPU seconds of each job on the demo (one core); the others count 1
+JOB_COSTS = {"reranker": 2.0, "correlation": 1.8, SAMPLES: 0.6, "power": 0.5}
 
 
 def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:

@@ -11,7 +11,9 @@ before and after: on a shared machine the CPU seconds are the steadier figure. `
 command to those cores (``taskset``), to measure "2 cores" on a larger machine. Each ``bon tradeoff`` runs on
 a fresh copy of the demo (a replay stores the answers it buys, so a second one on the same folder would do less).
 ``--before DIR`` times another checkout of the code too (e.g. ``git archive BASE | tar -x -C DIR``), each of
-its runs right after the same run of this one, so both see the same load.
+its runs right after the same run of this one, so both see the same load. Each checkout is byte-compiled first
+and its commands may write bytecode (``PYTHONDONTWRITEBYTECODE`` dropped), as in an installed ``bon`` (pip
+compiles on install): otherwise every command, on a machine that sets it, would time compiling bon's modules.
 """
 
 from __future__ import annotations
@@ -38,10 +40,17 @@ def cpu_seconds() -> float:
 def timed_command(args: list[str], cores: str | None, code: Path = ROOT) -> tuple[float, float]:
     """(wall, CPU) seconds of one ``bon`` command run with the code at ``code``."""
     env = {**os.environ, "PYTHONPATH": str(code), "MPLBACKEND": "Agg", "BON_QUIET": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     pin = ["taskset", "-c", cores] if cores else []
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     subprocess.run([*pin, sys.executable, "-m", "bon.cli", *args], cwd=code, env=env, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0, cpu_seconds() - cpu0
+
+
+def compileall(code: Path) -> None:
+    """Byte-compile the checkout's packages, as ``pip install`` does, before any command is timed."""
+    packages = [str(code / name) for name in ("bon", "generators", "judges", "verifiers", "analysis") if (code / name).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, stdout=subprocess.DEVNULL)
 
 
 def report_line(name: str, runs: list[tuple[float, float]]) -> str:
@@ -57,6 +66,8 @@ def main() -> None:
     ap.add_argument("--before", type=Path, default=None, help="Another checkout of the code, timed alongside.")
     args = ap.parse_args()
     codes = {"": ROOT, **({" (before)": args.before.resolve()} if args.before else {})}
+    for code in codes.values():
+        compileall(code)
     load0 = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="bon-speed-"))
     times: dict[str, list[tuple[float, float]]] = {}

@@ -62,3 +62,26 @@ def test_jobs_started_lets_the_driver_work_while_workers_run_and_run_named_keeps
     assert mine == 499500
     assert run_named({"a": lambda: "x", "b": lambda: [1, 2]}, workers=2) == {"a": "x", "b": [1, 2]}
     assert run_named({"a": lambda: 3}, workers=1) == {"a": 3}
+
+
+def test_run_named_starts_the_costliest_first_runs_meanwhile_in_the_driver_and_keeps_the_names_order(monkeypatch):
+    import contextlib
+    import os
+
+    from bon.stages import pool
+
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def in_order(job, jobs, workers):
+        yield (job(k) for k in range(jobs))
+
+    monkeypatch.setattr(pool, "jobs_started", in_order)
+    jobs = {name: (lambda name=name: events.append(name) or name.upper()) for name in ("a", "b", "c")}
+    out = pool.run_named(jobs, workers=2, costs={"c": 3.0, "a": 0.5}, meanwhile=lambda: events.append("meanwhile"))
+    assert list(out.items()) == [("a", "A"), ("b", "B"), ("c", "C")]  # the caller's order, whatever ran first
+    assert events == ["meanwhile", "c", "b", "a"]  # b counts 1: between c's 3 and a's 0.5
+    monkeypatch.undo()
+    driver = os.getpid()  # forked for real: the driver's own work runs here, the jobs in the workers
+    seen = pool.run_named({"x": os.getpid, "y": os.getpid}, workers=2, meanwhile=lambda: events.append(os.getpid()))
+    assert events[-1] == driver and driver not in seen.values()

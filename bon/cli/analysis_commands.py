@@ -89,14 +89,16 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
 def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
             pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
             on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
+    from importlib import import_module
+
     from analysis.bundle import compute
-    from analysis.outputs import write_report
 
     run_dir = run.root
     bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
-                     on_failure=on_failure)
+                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"))
+    from analysis.outputs import write_report
     problem = bundle.degenerate()
     if problem:
         raise BonError(f"{run_dir}: {problem}; nothing written")
@@ -111,7 +113,8 @@ def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accura
               f"{_fmt(pooled['pearson_hi'], '+.2f')}], ρ = {_fmt(pooled['spearman_rho'], '+.2f')}, judges {pooled['n_judges']}")
     warnings = int(bundle.correlations["flag"].sum())
     out.print(f"report: {written['html']}  ({warnings} coefficients flagged as too uncertain)")
-    write_numbers(json_out, bundle.payload())
+    if json_out is not None:  # the payload takes a while on a large study: only when asked for
+        write_numbers(json_out, bundle.payload())
 
 
 @app.command()

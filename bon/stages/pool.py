@@ -184,14 +184,22 @@ def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 0.5) -> None:
             process.join(grace_s)
 
 
-def run_named(jobs: Mapping[str, Callable[[], Any]], workers: int | None = None) -> dict[str, Any]:
+def run_named(jobs: Mapping[str, Callable[[], Any]], workers: int | None = None,
+              costs: Mapping[str, float] | None = None, meanwhile: Callable[[], Any] | None = None) -> dict[str, Any]:
     """``{name: job()}`` for independent jobs, run side by side in forked workers (one per usable core, at
     most one per job; ``BON_WORKERS=1`` or off Linux: one after another in the driver). For pure
-    computations whose results pickle (tables, dicts): the report's independent statistics."""
+    computations whose results pickle (tables, dicts): the report's independent statistics. ``costs``
+    (name -> rough CPU time, default 1) starts the costliest first; ``meanwhile`` is work for the driver
+    while the workers run (it would otherwise only wait), done before any job when there are no workers."""
     names = list(jobs)
     if workers is None:
         workers = cpu_workers(len(names))
-    return dict(zip(names, run_jobs(lambda i: jobs[names[i]](), len(names), workers)))
+    order = sorted(names, key=lambda name: -(costs or {}).get(name, 1.0))
+    with jobs_started(lambda k: jobs[order[k]](), len(order), workers) as results:
+        if meanwhile is not None:
+            meanwhile()
+        done = dict(zip(order, results))
+    return {name: done[name] for name in names}
 
 
 def cpu_workers(jobs: int) -> int:
