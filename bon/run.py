@@ -19,9 +19,9 @@ import gc
 import json
 import sqlite3
 from contextlib import contextmanager
-from functools import cached_property
+from functools import cached_property, wraps
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 import yaml
@@ -40,6 +40,15 @@ MATCH_COLUMNS = ["judge", "strategy", "task", "generator", "prompt_id", "match",
                  "fwd_verdict", "fwd_score", "fwd_reason", "rev_verdict", "rev_score", "rev_reason", "disagree"]
 CALL_COLUMNS = ["judge", "judge_id", "kind", "stage", "invocation", "calls", "missing", "seconds", "input_tokens",
                 "output_tokens", "cost_usd"]
+
+
+def _collector_paused_in(build: Callable[["Run"], pd.DataFrame]) -> Callable[["Run"], pd.DataFrame]:
+    """A frame built with the cycle collector paused (:func:`collector_paused`): its rows make no cycles."""
+    @wraps(build)
+    def paused(run: "Run") -> pd.DataFrame:
+        with collector_paused():
+            return build(run)
+    return paused
 
 
 def load_run(path: str | Path) -> "Run":
@@ -227,6 +236,7 @@ class Run:
     # --- frames -----------------------------------------------------------------------------------
 
     @cached_property
+    @_collector_paused_in
     def prompts(self) -> pd.DataFrame:
         """One row per prompt: id, task, its text, how many images it holds, its content and metadata."""
         rows = [{"prompt_id": str(r.get("id")), "task": r.get("task"), "text": _text(r.get("content")),
@@ -235,6 +245,7 @@ class Run:
         return pd.DataFrame(rows, columns=["prompt_id", "task", "text", "images", "content", "metadata"])
 
     @cached_property
+    @_collector_paused_in
     def candidates(self) -> pd.DataFrame:
         """One row per candidate: generator, prompt id, index, seed, its text and image paths (relative to the run)."""
         rows = []  # tuples, not dicts: a row of a large study's frame holds its values only
@@ -248,6 +259,7 @@ class Run:
         return pd.DataFrame(rows, columns=["generator", "prompt_id", "index", "seed", "text", "images", "content", "provenance"])
 
     @cached_property
+    @_collector_paused_in
     def scores(self) -> pd.DataFrame:
         """One row per scored candidate: the verifier's score (NaN when missing) and why it is missing."""
         rows = [(g, p, i, r.get("score"), r.get("missing"), r.get("details") or {}) for (g, p, i), r in self.score_records.items()]
@@ -256,6 +268,7 @@ class Run:
         return frame
 
     @cached_property
+    @_collector_paused_in
     def picks(self) -> pd.DataFrame:
         """One row per pick of ``picks.jsonl`` and of ``bon select`` (``source``: the file it came from)."""
         rows = [{"judge": r.get("judge"), "strategy": r.get("strategy", ""), "task": r.get("task"),
@@ -265,6 +278,7 @@ class Run:
         return pd.DataFrame(rows, columns=PICK_COLUMNS)
 
     @cached_property
+    @_collector_paused_in
     def matches(self) -> pd.DataFrame:
         """One row per judged comparison of a pick (knockout or round-robin match): the two candidates ``x``
         and ``y``, the winner the strategy recorded and how, and each order's verdict from
@@ -284,6 +298,7 @@ class Run:
         return pd.DataFrame(rows, columns=MATCH_COLUMNS)
 
     @cached_property
+    @_collector_paused_in
     def accuracies(self) -> pd.DataFrame:
         """Each judge's official MMRB2 accuracy (%) per task on the run's own preference set (``mmrb2/``), with
         the scorer's counts. Every pair counts here; the report's accuracy table applies the leakage policy."""
@@ -308,6 +323,7 @@ class Run:
         return self.pick_records if self.folder.picks.exists() else []
 
     @cached_property
+    @_collector_paused_in
     def calls(self) -> pd.DataFrame:
         """What every stored answer cost, per judge (label from stats.json's identities), kind (pairwise or
         pointwise), stage and invocation: answers, missing ones, judge seconds, tokens and dollars."""
