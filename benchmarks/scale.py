@@ -2,7 +2,7 @@
 from disk at two sizes, with wall seconds, CPU seconds and peak memory per command and the growth ratios.
 
     python benchmarks/scale.py [--prompts 40 160 640] [--n 8] [--images 320 1280] [--size 1024]
-                               [--skip-files] [--out DIR] [--keep]
+                               [--skip-files | --skip-synthetic] [--out DIR] [--keep]
 
 For each ``--prompts`` K (prompts per task; the demo's default is 40) it runs, each as its own process:
 ``bon demo --prompts K``, ``bon report``, ``bon tradeoff`` (on a copy: a replay stores what it buys),
@@ -153,6 +153,7 @@ def main() -> int:
     ap = parser(__doc__, prompts=[40, 160, 640], n=8, images=[320, 1280], size=1024,
                 out=("", "work folder (default: a temporary one, removed unless --keep)"))
     ap.add_argument("--skip-files", action="store_true", help="Leave out the files-based study.")
+    ap.add_argument("--skip-synthetic", action="store_true", help="Leave out the synthetic study.")
     ap.add_argument("--keep", action="store_true", help="Keep the work folder.")
     args = ap.parse_args()
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bon-scale-"))
@@ -160,7 +161,8 @@ def main() -> int:
     print(f"# bon scale: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; work folder {work}")
     try:
         found = {}
-        for k in args.prompts:
+        sizes = [] if args.skip_synthetic else args.prompts
+        for k in sizes:
             found[k] = synthetic(work, k, args.n)
             print(f"prompts {k}: " + ", ".join(f"{c} {f['wall']:.1f} s / {f['cpu']:.1f} CPU-s / {f['mem']:.0f} MiB"
                                               for c, f in found[k].items()), flush=True)
@@ -169,16 +171,18 @@ def main() -> int:
             files[images] = files_study(work, images, args.size)
             f = files[images]["run"]
             print(f"files study {images} images: run {f['wall']:.1f} s / {f['cpu']:.1f} CPU-s / {f['mem']:.0f} MiB", flush=True)
-        print()
-        print("\n".join(table(f"Synthetic study (prompts per task; n = {args.n})", args.prompts, found)))
+        if found:
+            print()
+            print("\n".join(table(f"Synthetic study (prompts per task; n = {args.n})", sizes, found)))
         if files:
             print()
             print("\n".join(table(f"Files study ({args.size} x {args.size} PNGs; images)", list(files), files)))
-        print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]['view']['page_mb']:.3f}" for k in args.prompts))
-        print("view.html opened in headless Chromium, first cards shown (wall s): "
-              + ", ".join(f"{k}: {_seconds(found[k]['view']['open_s'])}" for k in args.prompts))
+        if found:
+            print("\nview.html first page (MB): " + ", ".join(f"{k}: {found[k]['view']['page_mb']:.3f}" for k in sizes))
+            print("view.html opened in headless Chromium, first cards shown (wall s): "
+                  + ", ".join(f"{k}: {_seconds(found[k]['view']['open_s'])}" for k in sizes))
         print(f"load average at the end: {os.getloadavg()[0]:.1f}\n")
-        checks = targets(args.prompts, found, list(files), files)
+        checks = targets(sizes, found, list(files), files)
         for text, ok in checks:
             print(f"{'PASS' if ok else 'FAIL'}  {text}")
         return 0 if all(ok for _, ok in checks) else 1
