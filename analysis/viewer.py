@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote
 
+from bon.backends.images import check_image_header
 from bon.content import Content, ImageItem
 from bon.errors import BonError
 from bon.run import Run, as_run, reason
@@ -86,8 +87,11 @@ class _Contents:
         return key
 
     def url(self, path: Path | None) -> str:
+        """The image's relative URL, once its header passed the checks a decoding reader makes (the browser
+        decodes it: a decompression bomb or a file that is no image is refused here, in one line)."""
         if path is None:
             return ""
+        check_image_header(Path(path), str(path))
         rel = os.path.relpath(Path(path).resolve(), self.out)
         return quote(Path(rel).as_posix())  # a relative URL: no scheme, special characters escaped
 

@@ -40,6 +40,16 @@ def max_image_pixels() -> int:
 def open_image(source: Path | bytes, where: str) -> Image.Image:
     """An image file (or its bytes) fully decoded, or a one-line BonError naming ``where``: not found,
     not an image, truncated, or over :func:`max_image_pixels` (checked from the header, before decoding)."""
+    return _opened(source, where, decode=True)
+
+
+def check_image_header(path: Path, where: str) -> None:
+    """What :func:`open_image` checks before it decodes (found, an image, within the pixel limit), from the
+    file's header alone: for a reader that shows an image without decoding it (``bon view``'s page)."""
+    _opened(path, where, decode=False).close()
+
+
+def _opened(source: Path | bytes, where: str, decode: bool) -> Image.Image:
     from PIL import Image
 
     limit = max_image_pixels()
@@ -50,7 +60,8 @@ def open_image(source: Path | bytes, where: str) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our limit speaks instead, in one line
             image = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
             check_pixels(image.width, image.height, where, limit)
-            image.load()
+            if decode:
+                image.load()
     except BonError:
         raise
     except FileNotFoundError:
