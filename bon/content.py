@@ -374,10 +374,7 @@ class Candidate:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], base: Path, where: str) -> "Candidate":
-        missing = [k for k in ("prompt_id", "index", "generator", "content") if k not in raw]
-        if missing:
-            raise BonError(f"{where}: candidate lacks {', '.join(missing)}")
-        recorded_digest(raw, where)
+        checked_record(raw, where)
         return cls(
             prompt_id=str(raw["prompt_id"]),
             index=int(raw["index"]),
@@ -389,6 +386,16 @@ class Candidate:
 
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def checked_record(raw: dict[str, Any], where: str) -> str | None:
+    """What every reader of a candidate record checks first (:meth:`Candidate.from_json`, and
+    :mod:`bon.run`, which reads records without building candidates): its required keys, and its
+    :func:`recorded_digest`, which it returns."""
+    missing = [k for k in ("prompt_id", "index", "generator", "content") if k not in raw]
+    if missing:
+        raise BonError(f"{where}: candidate lacks {', '.join(missing)}")
+    return recorded_digest(raw, where)
 
 
 def recorded_digest(raw: dict[str, Any], where: str) -> str | None:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import pandas as pd
 import yaml
 
-from bon.content import content_entries, read_jsonl, recorded_digest, slug
+from bon.content import checked_record, content_entries, read_jsonl, slug
 from bon.errors import BonError, first_line
 from bon.runfolder import RunFolder, check_n, check_pick, check_unique_picks, read_stats
 from bon.tasks import TASKS
@@ -490,15 +490,13 @@ def _candidates(path: Path, generator: str, lines: list[tuple[int, dict[str, Any
 def _candidate_key(rec: dict[str, Any], where: str) -> tuple[tuple[str, int], str | None]:
     """A candidate record's (prompt id, index) and recorded digest, checked as :meth:`Candidate.from_json`
     checks them (without resolving its image paths: nothing here reads the images)."""
-    missing = [k for k in ("prompt_id", "index", "generator", "content") if k not in rec]
-    if missing:
-        raise BonError(f"{where}: candidate lacks {', '.join(missing)}")
+    digest = checked_record(rec, where)
     try:
         index = int(rec["index"])
     except (TypeError, ValueError, OverflowError):
         raise BonError(f"{where}: candidate index must be an integer, got {rec['index']!r:.40}") from None
     content_entries(rec["content"], f"{where} content")
-    return (str(rec["prompt_id"]), index), recorded_digest(rec, where)
+    return (str(rec["prompt_id"]), index), digest
 
 
 @contextmanager

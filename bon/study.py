@@ -347,7 +347,7 @@ def decode_once(candidates: dict[str, dict[str, list[Candidate]]]) -> None:
     the judges' workers fork: they inherit the digests, and the pixels the image cache's bound holds,
     instead of each decoding every image again (9 judges: 9 decodes per image)."""
     decode_images([item for by_prompt in candidates.values() for cands in by_prompt.values()
-                   for c in cands for item in c.content.items if isinstance(item, ImageItem)], usable_cores())
+                   for c in cands for item in c.content.images], usable_cores())
 
 
 def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], strategy, bon_prompts: list[Prompt],
