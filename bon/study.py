@@ -328,16 +328,18 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
 
 
 def decoded_parts(candidates: list[Candidate]) -> Iterator[list[Candidate]]:
-    """``candidates`` in consecutive parts whose images fit the image cache's bound, each part's images
-    decoded and hashed here in threads before the caller reads it, and let go once it has: the stage
-    holds one part's pixels, however large the study."""
+    """``candidates`` in consecutive parts whose images fit the image cache's bound, each part's images not
+    hashed yet decoded and hashed here in threads before the caller reads it, and let go once it has: the
+    stage holds one part's pixels, however large the study. Images the generate stage has just written
+    come with their digests: the driver would decode them only for the workers, which decode their own
+    share in parallel instead, while the driver keeps every digest the judges' workers look scenes up by."""
     def images(part: list[Candidate]) -> list[ImageItem]:
         return [item for c in part for item in c.content.images]
 
     count = part_count(estimated_bytes([i.path for i in images(candidates) if i.path is not None]), len(candidates),
                        usable_cores())
     for part in _parts(candidates, count, lambda c: len(images([c]))):
-        decode_images(images(part), usable_cores())
+        decode_images([item for item in images(part) if item._digest is None], usable_cores())
         yield part
         IMAGES.clear()
 
