@@ -125,7 +125,9 @@ def test_a_files_study_under_a_tiny_image_cache_equals_the_uncapped_one(tmp_path
     assert counts[-1] == 6  # the judges' parts: one prompt each (four images, more than the bound)
     misses = IMAGES.misses
     in_driver = _study(tmp_path, "capped-one-process", "--max-calls", "100000")
-    assert IMAGES.misses - misses >= 2 * 24  # hashing and a judge each decode every image: the cap was in force
+    # a judge decodes every image (the digests come from the generate stage, hashed as it wrote the files; the
+    # verifier's workers decode their own), and no more than the bound was ever held: the cap was in force
+    assert IMAGES.misses - misses >= 24
     assert 0 < IMAGES.peak <= limit
     for capped in (forked, in_driver):
         for name in full:
