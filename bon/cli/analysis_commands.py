@@ -97,7 +97,7 @@ def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accura
     bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
-                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"))
+                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"), sample_prompts=1)
     from analysis.outputs import write_report
     problem = bundle.degenerate()
     if problem:
