@@ -82,7 +82,6 @@ class ReportBundle:
     run: Run | None = field(default=None, repr=False)  # what it was computed from (the renderers' sample candidates)
     prediction: dict[str, Any] | None = None  # analysis.prediction.validation: held-out judges' predicted gains
     samples: str | None = field(default=None, repr=False)  # report.html's sample prompts, when compute rendered them
-    sample_prompts: int = 0  # ... and how many per task
 
     @property
     def excluded_judges(self) -> list[str]:
@@ -92,10 +91,6 @@ class ReportBundle:
     def cheapest(self) -> list[dict[str, Any]]:
         """Per judge, the cheapest way to run it within ``max_loss`` of the full protocol ([] without trade-off data)."""
         return cheapest_rows((self.tradeoff or {}).get("records") or [], self.max_loss)
-
-    def samples_for(self, per_task: int) -> str | None:
-        """report.html's sample prompts when :func:`compute` rendered them, ``per_task`` prompts per task (else None)."""
-        return self.samples if self.sample_prompts == per_task else None
 
     @property
     def results(self) -> pd.DataFrame:
@@ -339,7 +334,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
             grader_judges: str | None = None, overlapping_pairs: str | None = None,
             on_failure: str | None = None, meanwhile: Callable[[], Any] | None = None,
-            sample_prompts: int = 0) -> ReportBundle:
+            samples: Callable[[Run, pd.DataFrame], str] | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: None (the study config's ``accuracies:`` key, by default
     its own preference set), ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
@@ -352,8 +347,9 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`); ``meanwhile``: work for this process
     while the independent parts run in forked workers, where it would only wait: ``bon report`` and the demo
     import the report writer (matplotlib) then, and the figure workers forked afterwards inherit it;
-    ``sample_prompts``: render report.html's sample prompts (that many per task, with their candidates'
-    thumbnails) too, in a forked worker while this process builds the judge axis, which leaves a core idle."""
+    ``samples``: renders report.html's sample prompts from the run and its picks
+    (:func:`analysis.html_report.run_samples`), in a forked worker while this process builds the judge axis
+    (which leaves a core idle otherwise)."""
     run = as_run(run)
     config = run.config
     study = config.get("study") or {}
@@ -372,7 +368,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         return bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n)
 
     # what needs only the picks, side by side in forked workers while this process builds the judge axis below
-    early = {"samples": lambda: _samples(run, prompts, sample_prompts), "metrics": metrics_part} if sample_prompts else {}
+    early = {"samples": lambda: samples(run, prompts), "metrics": metrics_part} if samples else {}
     with named_jobs_started(early) as finished:
         down = leakage.downstream(run, set(prompts["prompt_id"]))
         own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
@@ -439,7 +435,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
                                (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"],
-        samples=parts.get("samples"), sample_prompts=sample_prompts if "samples" in parts else 0)
+        samples=parts.get("samples"))
 
 
 @contextmanager
@@ -450,13 +446,6 @@ def named_jobs_started(jobs: Mapping[str, Callable[[], Any]]) -> Iterator[Callab
     names = list(jobs)
     with jobs_started(lambda i: jobs[names[i]](), len(names), cpu_workers(len(names))) as results:
         yield lambda: dict(zip(names, results))
-
-
-def _samples(run: Run, prompts: pd.DataFrame, per_task: int) -> str:
-    """report.html's sample prompts (:func:`analysis.html_report.run_samples`; imported here, in the worker)."""
-    from analysis.html_report import run_samples
-
-    return run_samples(run, prompts, per_task)
 
 
 def prompt_tasks(run: Run) -> dict[str, str]:

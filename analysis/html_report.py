@@ -693,10 +693,8 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
 
 
 def sample_section(b: ReportBundle, sample_prompts: int = 1) -> str:
-    """The sample prompts of a report (as :func:`analysis.bundle.compute` rendered them, when it did), or one line
-    saying why they cannot be shown."""
-    rendered = b.samples_for(sample_prompts)
-    return rendered if rendered is not None else run_samples(b.run or b.run_dir, b.prompts, sample_prompts)
+    """The sample prompts of a report, or one line saying why they cannot be shown."""
+    return run_samples(b.run or b.run_dir, b.prompts, sample_prompts)
 
 
 def run_samples(run: Run | Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:

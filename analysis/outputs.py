@@ -21,8 +21,8 @@ from bon.runfolder import RunFolder, write_json, write_text
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
     """Draw the figures and write every file of the bundle into ``out``; returns what was written.
 
-    The figures and the sample prompts' thumbnails (unless :func:`analysis.bundle.compute` rendered them) are
-    made by forked workers, one job each
+    The figures and the sample prompts' thumbnails (``sample_prompts`` per task, unless
+    :func:`analysis.bundle.compute` rendered them) are made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
     the tables, ``report.json`` and ``report.md`` (which links the figures by file name): they are most of a
     small report's time and independent of each other. ``report.html``, which holds the figures, comes last."""
@@ -31,7 +31,7 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
     out.require_writable()
     out.figures.mkdir(parents=True, exist_ok=True)
     jobs = figure_jobs(out, bundle)
-    samples = bundle.samples_for(sample_prompts)
+    samples = bundle.samples
     if samples is None:  # not rendered by compute already
         jobs.append((SAMPLES, lambda: sample_section(bundle, sample_prompts)))
     jobs.sort(key=lambda job: -JOB_COSTS.get(job[0], 1.0))  # the costliest first: the workers finish together
