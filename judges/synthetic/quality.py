@@ -79,15 +79,16 @@ def noise_sigma(grey: np.ndarray, skip: np.ndarray) -> float:
 def edge_zone(grey: np.ndarray, threshold: float = 30.0) -> np.ndarray:
     """Pixels near strong edges of the de-noised image (left out of the noise estimate). OpenCV's Sobel and
     dilation on the median-filtered (whole-number) image give exactly scipy.ndimage's ``sobel`` (mode
-    "reflect") and ``binary_dilation`` (3x3 cross, twice), several times faster."""
+    "reflect") and ``binary_dilation`` (3x3 cross, twice), several times faster. The gradients are whole
+    numbers, so ``hypot(gy, gx) / 4 > threshold`` is decided on the exact squared length, without roots."""
     import cv2
 
-    smooth = _median(np.round(grey).astype(np.uint8), 5).astype(np.float32)
-    gy = cv2.Sobel(smooth, cv2.CV_32F, 0, 1, ksize=3, borderType=cv2.BORDER_REFLECT)
-    gx = cv2.Sobel(smooth, cv2.CV_32F, 1, 0, ksize=3, borderType=cv2.BORDER_REFLECT)
-    mag = np.hypot(gy, gx) / 4.0
+    smooth = _median(np.round(grey).astype(np.uint8), 5)
+    gy = cv2.Sobel(smooth, cv2.CV_16S, 0, 1, ksize=3, borderType=cv2.BORDER_REFLECT).astype(np.int32)
+    gx = cv2.Sobel(smooth, cv2.CV_16S, 1, 0, ksize=3, borderType=cv2.BORDER_REFLECT).astype(np.int32)
+    strong = gy * gy + gx * gx > (4.0 * threshold) ** 2
     cross = cv2.getStructuringElement(cv2.MORPH_CROSS, (3, 3))
-    return cv2.dilate((mag > threshold).view(np.uint8), cross, iterations=2,
+    return cv2.dilate(strong.view(np.uint8), cross, iterations=2,
                       borderType=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
 
 
@@ -207,22 +208,31 @@ def stray_lines(rgb: np.ndarray, noise: float, median3: np.ndarray | None = None
     resid5 = channel_max(cv2.absdiff(rgb, _median(rgb, 5)))
     thin = (resid3 > thr) | (resid5 > thr)
     thin[banner_rows(rgb)] = False
-    labels, n = ndimage.label(thin, structure=np.ones((3, 3)))
-    if n == 0:
-        return 0.0
-    boxes = ndimage.find_objects(labels)
-    extents = np.array([max(b[0].stop - b[0].start, b[1].stop - b[1].start) for b in boxes])
-    candidates = np.nonzero(extents >= 14)[0]  # shorter marks are grain, specks, shape corners
-    if candidates.size == 0:
-        return 0.0
-    depth = ndimage.distance_transform_edt(thin)  # half-width of the mark at each pixel
+    # 8-connected components (scipy.ndimage.label with a 3x3 structure), with their boxes and areas; of OpenCV's
+    # algorithms, BBDT gives those stats several times faster than the default on these masks
+    _, labels, stats, _ = cv2.connectedComponentsWithStatsWithAlgorithm(thin.view(np.uint8), 8, cv2.CV_32S, cv2.CCL_BBDT)
+    extents = np.maximum(stats[1:, cv2.CC_STAT_WIDTH], stats[1:, cv2.CC_STAT_HEIGHT])
     total = 0
-    for i in candidates:
-        sl = boxes[i]
-        mine = labels[sl] == i + 1
-        if np.percentile(depth[sl][mine], 90) <= 1.5:  # narrow: about three pixels across at most
-            total += int(mine.sum())
+    for label in np.flatnonzero(extents >= 14) + 1:  # shorter marks are grain, specks, shape corners
+        if np.percentile(mark_depths(thin, labels, label, stats[label]), 90) <= 1.5:  # about three pixels across at most
+            total += int(stats[label, cv2.CC_STAT_AREA])
     return total / 64.0
+
+
+def mark_depths(thin: np.ndarray, labels: np.ndarray, label: int, stat: np.ndarray) -> np.ndarray:
+    """Half-widths of one mark: ``scipy.ndimage.distance_transform_edt(thin)`` at the pixels labelled
+    ``label`` (``stat``: its box), computed on the box and one pixel around it only. That is exact: beside
+    each outermost pixel of a mark lies a pixel off every mark (an 8-neighbour on a mark would be part of
+    it), so from any pixel of the mark an off pixel lies at most one past the box in the direction of
+    some side, and so the nearest one lies within the box and its margin (or at the image's edge, which
+    the margin stops at, as the transform does)."""
+    import cv2
+
+    x, y, w, h = (int(v) for v in stat[[cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT]])
+    y0, x0 = max(y - 1, 0), max(x - 1, 0)
+    around = (slice(y0, y + h + 1), slice(x0, x + w + 1))
+    depth = ndimage.distance_transform_edt(thin[around])
+    return depth[labels[around] == label]
 
 
 LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32).astype(np.float64)
@@ -230,11 +240,10 @@ LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32).astype(np.float64)
 
 def luma(rgb: np.ndarray) -> np.ndarray:
     """Grey levels, the same bits on every machine: each 8-bit value times a float32 weight is exact in float64
-    and so is the sum of three, rounded to float32 once. A float32 matrix product is not: its rounding
-    depends on the CPU's kernels (with or without fused multiply-add), which flipped this judge's verdicts
-    between machines."""
-    a = rgb.astype(np.float64)
-    return (a[..., 0] * LUMA[0] + a[..., 1] * LUMA[1] + a[..., 2] * LUMA[2]).astype(np.float32)
+    and so is the sum of three, rounded to float32 once, whatever order or fused multiply-add a float64
+    product uses. A float32 matrix product is not: its rounding depends on the CPU's kernels, which flipped
+    this judge's verdicts between machines."""
+    return (rgb.astype(np.float64) @ LUMA).astype(np.float32)
 
 
 def image_defects(rgb: np.ndarray) -> dict[str, float]:
