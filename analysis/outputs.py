@@ -21,7 +21,8 @@ from bon.runfolder import RunFolder, write_json, write_text
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
     """Draw the figures and write every file of the bundle into ``out``; returns what was written.
 
-    The figures and the sample prompts' thumbnails are made by forked workers, one job each
+    The figures and the sample prompts' thumbnails (``sample_prompts`` per task, unless
+    :func:`analysis.bundle.compute` rendered them) are made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
     the tables, ``report.json`` and ``report.md`` (which links the figures by file name): they are most of a
     small report's time and independent of each other. ``report.html``, which holds the figures, comes last."""
@@ -29,7 +30,10 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 
     out.require_writable()
     out.figures.mkdir(parents=True, exist_ok=True)
-    jobs = [*figure_jobs(out, bundle), (SAMPLES, lambda: sample_section(bundle, sample_prompts))]
+    jobs = figure_jobs(out, bundle)
+    samples = bundle.samples
+    if samples is None:  # not rendered by compute already
+        jobs.append((SAMPLES, lambda: sample_section(bundle, sample_prompts)))
     jobs.sort(key=lambda job: -JOB_COSTS.get(job[0], 1.0))  # the costliest first: the workers finish together
     written: dict[str, Path] = {}
     with jobs_started(lambda i: jobs[i][1](), len(jobs), cpu_workers(len(jobs))) as results:
@@ -41,7 +45,7 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
         bundle.figures = {}  # report.md links each figure by its file name in ``out``, fixed before it is drawn
         write_text(out.report, render_markdown(bundle, out))
         made = dict(zip((name for name, _ in jobs), results))
-    samples = made.pop(SAMPLES)
+    samples = made.pop(SAMPLES, samples)
     bundle.figures = {name: made[name] for name, _ in figure_jobs(out, bundle) if name in made}  # the report's order
     write_text(out.report_html, render_run(bundle, sample_prompts, samples, numbers))
     return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
