@@ -9,9 +9,10 @@ writes them with the CSV tables and JSON) only format what is here, so the files
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from analysis.tradeoff import cheapest_rows
 from bon.errors import BonError
 from bon.run import Run, as_run
 from bon.runfolder import strict
-from bon.stages.pool import run_named
+from bon.stages.pool import cpu_workers, jobs_started, run_named
 
 DASH = "–"
 SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
@@ -80,6 +81,7 @@ class ReportBundle:
     scoring: dict[str, Any] = field(default_factory=dict)  # the verifier's metric and its failed scores (scoring_record)
     run: Run | None = field(default=None, repr=False)  # what it was computed from (the renderers' sample candidates)
     prediction: dict[str, Any] | None = None  # analysis.prediction.validation: held-out judges' predicted gains
+    samples: str | None = field(default=None, repr=False)  # report.html's sample prompts, when compute rendered them
 
     @property
     def excluded_judges(self) -> list[str]:
@@ -331,7 +333,8 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
             predictor_pairs: Mapping[str, PairOutcomes] | PredictorPairs | None = None,
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
             grader_judges: str | None = None, overlapping_pairs: str | None = None,
-            on_failure: str | None = None, meanwhile: Callable[[], Any] | None = None) -> ReportBundle:
+            on_failure: str | None = None, meanwhile: Callable[[], Any] | None = None,
+            samples: Callable[[Run, pd.DataFrame], str] | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: None (the study config's ``accuracies:`` key, by default
     its own preference set), ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
@@ -343,7 +346,10 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
     failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`); ``meanwhile``: work for this process
     while the independent parts run in forked workers, where it would only wait: ``bon report`` and the demo
-    import the report writer (matplotlib) then, and the figure workers forked afterwards inherit it."""
+    import the report writer (matplotlib) then, and the figure workers forked afterwards inherit it;
+    ``samples``: renders report.html's sample prompts from the run and its picks
+    (:func:`analysis.html_report.run_samples`), in a forked worker while this process builds the judge axis
+    (which leaves a core idle otherwise)."""
     run = as_run(run)
     config = run.config
     study = config.get("study") or {}
@@ -357,17 +363,24 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     if prompts.empty:
         raise BonError(f"{run.folder.picks}: no picks")
     judges = list(dict.fromkeys(prompts["judge"]))
-    down = leakage.downstream(run, set(prompts["prompt_id"]))
-    own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
-    axis = judge_axis(run, judges, accuracies, exclude_sources, own_rule)
-    stats = leakage.load_stats(run)  # rebuilt from the store when stats.json is missing
-    acc = axis.with_intervals(bootstrap, seed, level)
-    headroom = headroom_table(prompts, scores, run.n)
-    graders = leakage.grader_judges(stats, judges)
-    left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
-    excluded = list(left_out)
 
-    settings = settings_from_prompts(prompts)
+    def metrics_part() -> pd.DataFrame:
+        return bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n)
+
+    # what needs only the picks, side by side in forked workers while this process builds the judge axis below
+    early = {"samples": lambda: samples(run, prompts), "metrics": metrics_part} if samples else {}
+    with named_jobs_started(early) as finished:
+        down = leakage.downstream(run, set(prompts["prompt_id"]))
+        own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
+        axis = judge_axis(run, judges, accuracies, exclude_sources, own_rule)
+        stats = leakage.load_stats(run)  # rebuilt from the store when stats.json is missing
+        acc = axis.with_intervals(bootstrap, seed, level)
+        headroom = headroom_table(prompts, scores, run.n)
+        graders = leakage.grader_judges(stats, judges)
+        left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
+        excluded = list(left_out)
+        settings = settings_from_prompts(prompts)
+        done = finished()
 
     def correlate(leave_out: list[str], permutations: int) -> pd.DataFrame:
         table = correlation_intervals(without_judges(settings, leave_out), axis, bootstrap=bootstrap, seed=seed,
@@ -395,12 +408,13 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         # the other choice, shown beside: the same bootstrap replicates, fewer orderings for its p-values (their
         # count is in its "permutations" column), so a study's analysis does not take twice as long
         "other": lambda: correlate([] if excluded else list(graders), OTHER_PERMUTATIONS) if graders else None,
-        "metrics": lambda: bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n),
         "predictors": lambda: bundle_records(run, prompts, stats, study, bootstrap, seed, level, predictor_pairs,
                                              predictor_source, excluded=left_out),
         "prediction": lambda: {"level": PREDICTION_LEVEL, **validation(
             gain_data(settings, prompts, axis, left_out, bootstrap, seed), seed, PREDICTION_LEVEL)},
+        **({} if "metrics" in done else {"metrics": metrics_part}),
     })
+    parts.update(done)
     metrics = with_accuracies(parts["metrics"], acc)
     lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
           "downstream_sources": sorted(down.sources.values())}
@@ -420,7 +434,18 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         study=study, versions=config.get("versions") or {}, stats=stats, predictors=parts["predictors"],
         tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
-                               (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"])
+                               (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"],
+        samples=parts.get("samples"))
+
+
+@contextmanager
+def named_jobs_started(jobs: Mapping[str, Callable[[], Any]]) -> Iterator[Callable[[], dict[str, Any]]]:
+    """Start ``{name: job}`` in forked workers (:func:`bon.stages.pool.jobs_started`: one per usable core, at most
+    one per job; one job alone runs in this process) and give the block a function that waits for their results
+    as ``{name: result}``: this process does its own work in the block meanwhile."""
+    names = list(jobs)
+    with jobs_started(lambda i: jobs[names[i]](), len(names), cpu_workers(len(names))) as results:
+        yield lambda: dict(zip(names, results))
 
 
 def prompt_tasks(run: Run) -> dict[str, str]:

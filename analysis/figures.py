@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from analysis.bon_metrics import task_order
-from analysis.plots import MARKERS, PALETTE, TASK_TITLES, place_labels, save_figure
+from analysis.plots import MARKERS, PALETTE, TASK_TITLES, place_labels, save_figure, tight_layout
 
 LINESTYLES = ("-", (0, (6, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (10, 3)), (0, (3, 1, 1, 1, 1, 1)),
               (0, (2, 3)), (0, (8, 2, 2, 2, 2, 2)))
@@ -93,7 +93,7 @@ def bon_curves_figure(curves: pd.DataFrame | Sequence[Mapping[str, Any]], path: 
     fig.suptitle("Best-of-n: downstream score of the pick as n grows", fontsize=12)
     rows_legend = math.ceil(len(handles) / 6)
     height = fig.get_figheight()
-    fig.tight_layout(rect=(0, (0.15 + 0.2 * rows_legend) / height, 1, 1 - 0.45 / height))
+    tight_layout(fig, (0, (0.15 + 0.2 * rows_legend) / height, 1, 1 - 0.45 / height))
     return save_figure(fig, Path(path), formats)
 
 
@@ -184,7 +184,7 @@ def reranker_figure(table: pd.DataFrame, path: Path, cost: str = "auto",
     fig.suptitle("Choosing a reranker: gain (95% interval over prompts) against cost"
                  + ("\n† left out of the correlation by the leakage policy (shares the verifier's grader)" if flagged else ""),
                  fontsize=12)
-    fig.tight_layout(rect=(0, 0.0, 1, 0.96))
+    tight_layout(fig, (0, 0.0, 1, 0.96))
     renderer = fig.canvas.get_renderer()
     for ax, specs in labels.items():  # once the layout is final: labels dodge each other, the markers and the legend
         place_labels(ax, specs, renderer)
@@ -251,7 +251,7 @@ def power_figure(grid: pd.DataFrame, path: Path, width: float | None = None,
     axes[0, 0].legend(fontsize=8)
     fig.suptitle(f"How many judges and prompts? (simulated from the pilot; {int(grid['pairs'].iloc[0])} MMRB2 pairs "
                  "per task)", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    tight_layout(fig, (0, 0, 1, 0.94))
     return save_figure(fig, Path(path), formats)
 
 
@@ -293,5 +293,5 @@ def forest_figure(tables: Mapping[str, pd.DataFrame], path: Path, stat: str = "p
     ax.grid(axis="x", alpha=0.25, lw=0.5)
     ax.legend(fontsize=8, loc="lower left")
     fig.suptitle("Accuracy vs Best-of-N correlation, side by side", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    tight_layout(fig, (0, 0, 1, 0.95))
     return save_figure(fig, Path(path), formats)

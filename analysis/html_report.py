@@ -24,7 +24,7 @@ from analysis import leakage
 from analysis.bon_metrics import task_order
 from analysis.bundle import CORRELATION_COLUMNS, SCOPES, ReportBundle, compute, finite, fmt_p, inline
 from analysis.leaderboard import CHEAPEST_SCOPE, LABEL_RULE, is_best
-from analysis.plots import TASK_TITLES
+from bon.tasks import TASK_TITLES
 from analysis.statistics import POINT
 from analysis.tradeoff import flags as tradeoff_flags
 from bon.content import inside, slug
@@ -694,8 +694,13 @@ def _choose_prompts(prompts: pd.DataFrame, per_task: int) -> list[tuple[str, str
 
 def sample_section(b: ReportBundle, sample_prompts: int = 1) -> str:
     """The sample prompts of a report, or one line saying why they cannot be shown."""
+    return run_samples(b.run or b.run_dir, b.prompts, sample_prompts)
+
+
+def run_samples(run: Run | Path, prompts: pd.DataFrame | None, per_task: int = 1) -> str:
+    """:func:`samples_html`, or one line saying why the samples cannot be shown."""
     try:
-        return samples_html(b.run or b.run_dir, b.prompts, sample_prompts)
+        return samples_html(run, prompts, per_task)
     except (BonError, OSError, ValueError, KeyError) as exc:
         return f'<p class="muted">Samples unavailable: {esc(exc)}</p>'
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,10 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#0
 FIT_STYLES = ("-", (0, (8, 2, 1.5, 2)), (0, (4, 1.5, 1.5, 1.5, 1.5, 1.5)), (0, (10, 3)), (0, (2, 1)))
 
 
+# zlib level of the PNGs: 3 writes them in half the time of the default 6, 6-11% larger (the same pixels)
+PNG_COMPRESSION = 3
+
+
 def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi: int = 150) -> list[Path]:
     """Write ``fig`` atomically as ``path`` with each suffix in ``formats`` (``png``, ``svg``, ``pdf``).
 
@@ -57,10 +61,40 @@ def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi:
         target = Path(path).with_suffix("." + fmt)
         buffer = io.BytesIO()
         with rc_context({"svg.fonttype": "none", "svg.hashsalt": "bon"}):
-            fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None)
+            fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None,
+                        **({"pil_kwargs": {"compress_level": PNG_COMPRESSION}} if fmt == "png" else {}))
         write_bytes(target, buffer.getvalue())
         written.append(target)
     return written
+
+
+def tight_layout(fig: Figure, rect: tuple[float, float, float, float], **pads: float) -> None:
+    """``fig.tight_layout(rect=rect, **pads)`` with each Axes' decorations measured once instead of twice.
+
+    Measuring an Axes' tight box (its ticks, tick labels and titles) is most of a layout's time. Given a
+    ``rect``, matplotlib measures every Axes once for the margins and again, with nothing moved in between,
+    to fit them into ``rect``: the second pass gets the first one's boxes, so the layout is the same."""
+    axes = list(fig.axes)
+    for ax in axes:
+        ax.get_tightbbox = _measured_once(ax.get_tightbbox)  # an instance attribute: this figure's Axes only
+    try:
+        fig.tight_layout(rect=rect, **pads)
+    finally:
+        for ax in axes:
+            del ax.get_tightbbox
+
+
+def _measured_once(measure: Callable[..., Any]) -> Callable[..., Any]:
+    """``measure`` remembering its box per renderer and options (the layout's calls pass only these)."""
+    boxes: dict[tuple, Any] = {}
+
+    def measured(renderer: Any = None, **options: Any) -> Any:
+        key = (id(renderer), *sorted(options.items()))
+        if key not in boxes:
+            boxes[key] = measure(renderer, **options)
+        return boxes[key]
+
+    return measured
 
 
 def correlation_figure(results: pd.DataFrame, path: Path, *, intervals: pd.DataFrame | None = None, formats: Sequence[str] = ("png",),
@@ -109,7 +143,7 @@ def correlation_figure(results: pd.DataFrame, path: Path, *, intervals: pd.DataF
     fig.suptitle(head, fontsize=13)
     if subtitle:  # what the axes are in this study, one sentence
         fig.text(0.5, 0.962, subtitle, ha="center", va="top", fontsize=8.5, color="0.25")
-    fig.tight_layout(rect=(0, 0.05 if note else 0.035, 1, 0.95 if subtitle else 0.975), h_pad=2.0, w_pad=2.0)
+    tight_layout(fig, (0, 0.05 if note else 0.035, 1, 0.95 if subtitle else 0.975), h_pad=2.0, w_pad=2.0)
     renderer = canvas.get_renderer()
     for ax, labels in labels_per_axis:
         place_labels(ax, labels, renderer)

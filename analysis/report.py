@@ -22,7 +22,7 @@ from analysis.bundle import (CORRELATION_COLUMNS, DASH, SCOPES, ReportBundle, fi
                              inline, pooled_text)
 from analysis.markdown import md_label
 from analysis.bon_metrics import task_order, uninformed_judges
-from analysis.plots import TASK_TITLES
+from bon.tasks import TASK_TITLES
 from analysis.prediction import answer_sentence
 from analysis.predictors import section_markdown
 from analysis.tradeoff import tradeoff_markdown

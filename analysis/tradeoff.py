@@ -568,7 +568,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    from analysis.plots import save_figure
+    from analysis.plots import save_figure, tight_layout
 
     judges = list(dict.fromkeys(r["judge"] for r in records))
     fig = Figure(figsize=(14, 5.4))
@@ -603,7 +603,7 @@ def tradeoff_figure(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     shapes.append(Line2D([], [], marker="v", ls="", color="black", mfc="white", label="unsafe (flip analysis or audit)"))
     fig.legend(handles=shapes, fontsize=7, loc="lower left", bbox_to_anchor=(0.855, 0.1), title="setting", title_fontsize=8)
     fig.suptitle("Cost against quality: every way of running each judge (dotted: random pick, dashed: oracle)", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 0.85, 1))
+    tight_layout(fig, (0, 0, 0.85, 1))
     return save_figure(fig, path, dpi=110)[0]
 
 

@@ -92,12 +92,14 @@ def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accura
     from importlib import import_module
 
     from analysis.bundle import compute
+    from analysis.html_report import run_samples
 
     run_dir = run.root
     bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
                      predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
                      max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
-                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"))
+                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"),
+                     samples=partial(run_samples, per_task=1))
     from analysis.outputs import write_report
     problem = bundle.degenerate()
     if problem:

@@ -64,30 +64,63 @@ PALETTE_HUES = dict(zip(COLOURS, hue_saturation(np.array([list(PALETTE[c]) for c
 def palette_histogram(rgb: np.ndarray, min_sat: float = 0.35, min_value: float = 0.25, tolerance: float = 28.0) -> dict[str, float]:
     """Share of all pixels in each palette-hue bin, plus ``other`` for saturated off-palette hues.
 
-    A pixel's bin depends on its colour alone, so each distinct colour is classified once and counted
-    as often as it occurs (flat-colour art holds few distinct colours; the shares are the same)."""
+    A pixel's bin depends on its colour alone, so each colour is classified once per process
+    (:class:`ColourBins`) and the image's pixels are counted by bin."""
     flat = rgb.reshape(-1, 3)
     packed = (flat[:, 0].astype(np.uint32) << 16) | (flat[:, 1].astype(np.uint32) << 8) | flat[:, 2]
-    distinct, occurs = np.unique(packed, return_counts=True)
-    colours = np.stack([distinct >> 16, (distinct >> 8) & 255, distinct & 255], axis=1).astype(np.uint8)
-    hue, sat, val = hue_saturation(colours)
-    coloured = (sat >= min_sat) & (val >= min_value)
+    bins = ColourBins.of(min_sat, min_value, tolerance).bins(packed)
+    counts = np.bincount(bins, minlength=len(COLOURS) + 2)
     total = float(flat.shape[0])
-    hist = {c: 0.0 for c in COLOURS}
-    if not coloured.any():
-        hist[OTHER] = 0.0
-        return hist
-    h, pixels = hue[coloured], occurs[coloured]
-    centres = np.array([PALETTE_HUES[c] for c in COLOURS], dtype=np.float32)
-    dist = np.abs(h[:, None] - centres[None, :])
-    dist = np.minimum(dist, 360.0 - dist)
-    nearest = dist.argmin(axis=1)
-    near = dist[np.arange(h.size), nearest] <= tolerance
-    counts = np.bincount(nearest[near], weights=pixels[near], minlength=len(COLOURS))
-    for c, n in zip(COLOURS, counts):
-        hist[c] = float(int(n)) / total
-    hist[OTHER] = float(int(pixels[~near].sum())) / total
+    hist = {c: float(int(n)) / total for c, n in zip(COLOURS, counts)}
+    hist[OTHER] = float(int(counts[len(COLOURS)])) / total
     return hist
+
+
+class ColourBins:
+    """Each 24-bit colour's bin, found on the colour's first sight and kept in a table of 2^24 bytes: the
+    index of its palette hue, ``len(COLOURS)`` for a saturated off-palette hue, one more for an unsaturated
+    or dark colour (not counted). Sorting an image's colours to classify each once cost more than all the
+    rest of this judge."""
+
+    UNSEEN = 255
+    _tables: dict[tuple[float, float, float], "ColourBins"] = {}
+
+    def __init__(self, min_sat: float, min_value: float, tolerance: float) -> None:
+        self.min_sat, self.min_value, self.tolerance = min_sat, min_value, tolerance
+        self._table = np.full(1 << 24, self.UNSEEN, dtype=np.uint8)
+
+    @classmethod
+    def of(cls, min_sat: float, min_value: float, tolerance: float) -> "ColourBins":
+        """The process's table for these settings."""
+        key = (min_sat, min_value, tolerance)
+        if key not in cls._tables:
+            cls._tables[key] = cls(*key)
+        return cls._tables[key]
+
+    def bins(self, packed: np.ndarray) -> np.ndarray:
+        """The bin of each packed ``0xRRGGBB`` colour."""
+        bins = self._table[packed]
+        unseen = bins == self.UNSEEN
+        if unseen.any():
+            new = np.unique(packed[unseen])
+            self._table[new] = self.classify(new)
+            bins = self._table[packed]
+        return bins
+
+    def classify(self, packed: np.ndarray) -> np.ndarray:
+        """Bins of distinct packed colours: the nearest palette hue within ``tolerance`` degrees."""
+        colours = np.stack([packed >> 16, (packed >> 8) & 255, packed & 255], axis=1).astype(np.uint8)
+        hue, sat, val = hue_saturation(colours)
+        out = np.full(packed.size, len(COLOURS) + 1, dtype=np.uint8)
+        coloured = (sat >= self.min_sat) & (val >= self.min_value)
+        h = hue[coloured]
+        centres = np.array([PALETTE_HUES[c] for c in COLOURS], dtype=np.float32)
+        dist = np.abs(h[:, None] - centres[None, :])
+        dist = np.minimum(dist, 360.0 - dist)
+        nearest = dist.argmin(axis=1)
+        near = dist[np.arange(h.size), nearest] <= self.tolerance
+        out[coloured] = np.where(near, nearest, len(COLOURS))
+        return out
 
 
 WORD_RE = re.compile(r"[a-z]+")

@@ -26,7 +26,7 @@ import numpy as np
 from bon.content import Content, ImageItem, Prompt
 from bon.errors import BonError
 
-from judges.synthetic._scoring import LruCache, ScoringJudge, image_array, quoted_texts
+from judges.synthetic._scoring import LruCache, ScoringJudge, channel_max, channel_min, image_array, quoted_texts
 
 
 _ENGINE: Any = None
@@ -78,12 +78,12 @@ def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
     """
     import cv2
 
-    arr = rgb.astype(np.int16)
+    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
     # speckle-proof masks: a 3x3 median per channel, edges repeated (exactly scipy.ndimage.median_filter's
     # size (3, 3, 1), mode "nearest"; OpenCV's is much faster)
-    den = cv2.medianBlur(np.ascontiguousarray(rgb, dtype=np.uint8), 3).astype(np.int16)
-    ink = _dark(arr) | _dark(den)
-    lo = den.min(axis=2)
+    den = cv2.medianBlur(rgb, 3)
+    ink = _dark(rgb) | _dark(den)
+    lo = channel_min(den)
     h, w = ink.shape
     # rows that are mostly near-white form the banner (text rows stay mostly white too)
     banner = _longest_run((lo > 245).mean(axis=1) > 0.45, gap=3)
@@ -105,9 +105,10 @@ def ink_crop(rgb: np.ndarray, pad: int = 4) -> np.ndarray | None:
     return np.ascontiguousarray(rgb[y0:y1, x0:x1])
 
 
-def _dark(arr: np.ndarray) -> np.ndarray:
-    """Black-ish, unsaturated pixels (glyph ink; the palette colours are all saturated)."""
-    hi, lo = arr.max(axis=2), arr.min(axis=2)
+def _dark(rgb: np.ndarray) -> np.ndarray:
+    """Black-ish, unsaturated pixels (glyph ink; the palette colours are all saturated) of a uint8 image
+    (``hi - lo`` cannot wrap: the maximum is never below the minimum)."""
+    hi, lo = channel_max(rgb), channel_min(rgb)
     return (hi < 140) & (hi - lo < 45)
 
 

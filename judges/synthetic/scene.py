@@ -31,7 +31,6 @@ class SceneJudge(ScoringJudge):
     def __init__(self, name: str | None = None, seed: int = 0) -> None:
         super().__init__(name=name, seed=seed)
         self._specs = LruCache()
-        self._scores = LruCache()
 
     def options(self) -> dict[str, Any]:
         return {"resolution": self.resolution}
@@ -42,10 +41,6 @@ class SceneJudge(ScoringJudge):
 
     def response_score(self, prompt: Prompt, response: Content) -> tuple[float | None, dict[str, Any]]:
         spec = self.spec_for(prompt)
-        key = (prompt.task, prompt.content.digest, response.digest)
-        return self._scores.get(key, lambda: self._score(prompt, spec, response))
-
-    def _score(self, prompt: Prompt, spec: dict[str, Any], response: Content) -> tuple[float, dict[str, Any]]:
         try:
             value, details = checks.satisfaction(prompt.task, spec, prompt, response, resolution=self.resolution,
                                                  include_artefacts=False, include_preservation=False)
