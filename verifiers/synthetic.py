@@ -25,6 +25,7 @@ class SyntheticVerifier(Verifier):
     def __init__(self, name: str | None = None) -> None:
         if name:
             self.name = name
+        perception.warm()  # built once in the process that loads the verifier: the scoring workers fork from it
 
     def score(self, prompt: Prompt, candidate: Candidate) -> Score:
         spec = prompt.metadata.get("spec")

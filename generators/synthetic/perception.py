@@ -87,6 +87,13 @@ def quantise(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cls.take(idx), dist.take(idx)
 
 
+def warm() -> None:
+    """Build the quantiser's table and the glyph templates now (0.2 s of CPU): the worker processes forked
+    after this (a study forks a few per stage, each of which would build its own) inherit them."""
+    _lut()
+    glyph_templates()
+
+
 # --- entry points -----------------------------------------------------------------------------
 
 _CACHE: "OrderedDict[tuple[str, int | None], SeenScene]" = OrderedDict()
