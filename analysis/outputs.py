@@ -24,8 +24,9 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
     The figures and the sample prompts' thumbnails (``sample_prompts`` per task, unless
     :func:`analysis.bundle.compute` rendered them) are made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
-    the tables, ``report.json`` and ``report.md`` (which links the figures by file name): they are most of a
-    small report's time and independent of each other. ``report.html``, which holds the figures, comes last."""
+    the tables, ``report.json`` and ``report.md`` (which links the figures by file name), then makes the cheapest
+    job when there are more jobs than workers: they are most of a small report's time and independent of each
+    other. ``report.html``, which holds the figures, comes last."""
     from bon.stages.pool import cpu_workers, jobs_started
 
     out.require_writable()
@@ -35,8 +36,11 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
     if samples is None:  # not rendered by compute already
         jobs.append((SAMPLES, lambda: sample_section(bundle, sample_prompts)))
     jobs.sort(key=lambda job: -JOB_COSTS.get(job[0], 1.0))  # the costliest first: the workers finish together
+    # more jobs than workers: this process draws the cheapest itself once its files are written (it would only wait)
+    own = jobs[-1:] if 1 < cpu_workers(len(jobs)) < len(jobs) else []
+    forked = jobs[:len(jobs) - len(own)]
     written: dict[str, Path] = {}
-    with jobs_started(lambda i: jobs[i][1](), len(jobs), cpu_workers(len(jobs))) as results:
+    with jobs_started(lambda i: forked[i][1](), len(forked), cpu_workers(len(forked))) as results:
         for name, table in bundle.tables().items():
             written[name] = getattr(out, name)
             write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
@@ -44,7 +48,8 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
         write_json(out.report_json, numbers)
         bundle.figures = {}  # report.md links each figure by its file name in ``out``, fixed before it is drawn
         write_text(out.report, render_markdown(bundle, out))
-        made = dict(zip((name for name, _ in jobs), results))
+        made = {name: draw() for name, draw in own}
+        made.update(zip((name for name, _ in forked), results))
     samples = made.pop(SAMPLES, samples)
     bundle.figures = {name: made[name] for name, _ in figure_jobs(out, bundle) if name in made}  # the report's order
     write_text(out.report_html, render_run(bundle, sample_prompts, samples, numbers))
@@ -53,7 +58,7 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 
 SAMPLES = "samples"  # the job that renders the sample prompts (not a figure)
 # rough CPU seconds of each job on the demo (one core); the others count 1
-JOB_COSTS = {"reranker": 2.0, "correlation": 1.8, SAMPLES: 0.6, "power": 0.5}
+JOB_COSTS = {"reranker": 1.3, "correlation": 1.2, SAMPLES: 0.5, "power": 0.4}
 
 
 def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:

@@ -588,12 +588,14 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
 
     from analysis.bon_metrics import RESULT_COLUMNS
     from analysis.bundle import compute
+    from analysis.html_report import run_samples
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     note("analysis: metrics, correlations with bootstrap intervals, report and figures")
     try:
         bundle = compute(run.root, seed=cfg.seed, power=False,  # `bon power` plans study sizes on request (the run folder read once)
-                         meanwhile=partial(import_module, "analysis.outputs"))  # matplotlib, while it waits
+                         meanwhile=partial(import_module, "analysis.outputs"),  # matplotlib, while it waits
+                         samples=partial(run_samples, per_task=1))  # report.html's, while a core is free
     except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
         from analysis.report import empty_report
 
