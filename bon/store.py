@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from bon.redact import redact
+from bon.redact import redact, redacted_json
 
 from bon.errors import BonError, first_line
 from bon.plugins import Score
@@ -221,7 +221,7 @@ class JudgmentStore:
         batch's wall time). Transient failures are not stored: a rerun retries them."""
         now, runtime = time.time(), self._runtimes.get(jid)
         rows = [
-            (jid, *key, v.better, v.score, redact(v.missing), json.dumps(redact(v.meta), default=str), now,
+            (jid, *key, v.better, v.score, redact(v.missing), redacted_json(v.meta), now,
              self.invocation, stage, seconds_each, *usage_of(v.meta), runtime)
             for key, v in items
             if not v.transient
@@ -273,7 +273,7 @@ class JudgmentStore:
     def put_scores(self, jid: str, items: Iterable[tuple[tuple[str, str, int], Score]], stage: str = "",
                    seconds_each: float = 0.0) -> None:
         now, runtime = time.time(), self._runtimes.get(jid)
-        rows = [(jid, *key, s.value, redact(s.missing), json.dumps(redact(s.details), default=str), now,
+        rows = [(jid, *key, s.value, redact(s.missing), redacted_json(s.details), now,
                  self.invocation, stage, seconds_each, *usage_of(s.details), runtime) for key, s in items if not s.transient]
         self._insert("scores", SCORE_COLUMNS, rows)
 

@@ -328,16 +328,18 @@ def judge_and_select(run: RunFolder, cfg: StudyConfig, strategy, bon_prompts: li
 
 
 def decoded_parts(candidates: list[Candidate]) -> Iterator[list[Candidate]]:
-    """``candidates`` in consecutive parts whose images fit the image cache's bound, each part's images
-    decoded and hashed here in threads before the caller reads it, and let go once it has: the stage
-    holds one part's pixels, however large the study."""
+    """``candidates`` in consecutive parts whose images fit the image cache's bound, each part's images not
+    hashed yet decoded and hashed here in threads before the caller reads it, and let go once it has: the
+    stage holds one part's pixels, however large the study. Images the generate stage has just written
+    come with their digests: the driver would decode them only for the workers, which decode their own
+    share in parallel instead, while the driver keeps every digest the judges' workers look scenes up by."""
     def images(part: list[Candidate]) -> list[ImageItem]:
         return [item for c in part for item in c.content.images]
 
     count = part_count(estimated_bytes([i.path for i in images(candidates) if i.path is not None]), len(candidates),
                        usable_cores())
     for part in _parts(candidates, count, lambda c: len(images([c]))):
-        decode_images(images(part), usable_cores())
+        decode_images([item for item in images(part) if item._digest is None], usable_cores())
         yield part
         IMAGES.clear()
 
@@ -360,7 +362,9 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
     on that prompt or pair alone (:func:`bon.stages.select.prompt_by_prompt`), so the answers are
     those of one judge over everything; the driver puts each judge's parts together (judgment files in
     the task file's order, picks in the study's order) and returns what :func:`_judge_one` returns."""
-    pairs = {task: load_pairs(find_task_file(run.mmrb2, parse_task(task))) for task in tasks}
+    files = {task: find_task_file(run.mmrb2, parse_task(task)) for task in tasks}
+    pairs = {task: load_pairs(files[task]) for task in tasks}
+    scored_pairs = {task: pairs[task] for task in tasks if files[task] == run.mmrb2 / parse_task(task).file}
     images = pair_images(run.mmrb2, tasks)
     pref_paths = list({item.path: 0 for by_pair in images.values() for found in by_pair.values() for item in found})
     cand_paths = [item.path for by_prompt in candidates.values() for p in bon_prompts for c in by_prompt[p.id]
@@ -400,11 +404,18 @@ def _judged_in_parts(run: RunFolder, cfg: StudyConfig, specs: list[PluginSpec], 
         for found in run_jobs(part, count, workers):
             merged = [_merge_part(m, f) for m, f in zip(merged, found)] if merged else found
             progress.advance()
-    rank = {(g, p.id): k for k, (g, p) in enumerate((g, p) for g in candidates for p in bon_prompts)}
-    for done in merged:
+
+    def accuracy(k: int) -> tuple[dict[str, float], dict[str, Any]]:
+        done = merged[k]
         judgments = {task: {p.id: done["judgments"][task][p.id] for p in found if p.id in done["judgments"][task]}
                      for task, found in pairs.items()}
-        done["accuracy"], done["bench"] = preference_accuracy(run, done["name"], judgments)
+        return preference_accuracy(run, done["name"], judgments, scored_pairs)
+
+    # each judge's judgment files written (and scored) in the workers too: the driver alone took seconds
+    for done, (scored, bench) in zip(merged, run_jobs(accuracy, len(merged), workers)):
+        done["accuracy"], done["bench"] = scored, bench
+    rank = {(g, p.id): k for k, (g, p) in enumerate((g, p) for g in candidates for p in bon_prompts)}
+    for done in merged:
         done["picks"].sort(key=lambda pick: rank[(pick["generator"], pick["prompt_id"])])
         done["last"] = {stage: stats.as_dict() for stage, stats in done["last"].items()}
         del done["judgments"]
@@ -535,21 +546,24 @@ def judge_preference_set(run: RunFolder, referee: Referee, tasks: list[str]) -> 
     return preference_accuracy(run, referee.judge.name, {task: judge_pairs(run.mmrb2, task, referee) for task in tasks})
 
 
-def preference_accuracy(run: RunFolder, judge: str, judgments: dict[str, dict]) -> tuple[dict[str, float], dict[str, Any]]:
-    """Write the judge's judgment file of each task and return its accuracy on each (and the detail)."""
+def preference_accuracy(run: RunFolder, judge: str, judgments: dict[str, dict],
+                        pairs: dict[str, list[Pair]] | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+    """Write the judge's judgment file of each task and return its accuracy on each (and the detail);
+    ``pairs``: tasks' pairs already read from the run's preference set (each judge would read them again)."""
     detail: dict[str, Any] = {}
     for task, judged in judgments.items():
         mmrb2.write_judgments(run.judgment_file(judge, parse_task(task).file), judged)
-        detail[task] = task_accuracy(run, judge, task, judged)
+        detail[task] = task_accuracy(run, judge, task, judged, (pairs or {}).get(task))
     return {task: d["accuracy"] for task, d in detail.items()}, detail
 
 
-def task_accuracy(run: RunFolder, judge: str, task: str, judgments: dict | None = None) -> dict[str, Any]:
-    """A judge's accuracy on one task of the run's preference set (its judgment file unless given)."""
+def task_accuracy(run: RunFolder, judge: str, task: str, judgments: dict | None = None,
+                  pairs: list[Pair] | None = None) -> dict[str, Any]:
+    """A judge's accuracy on one task of the run's preference set (its judgment file and task file unless given)."""
     task_file = parse_task(task).file
     if judgments is None:
         judgments = mmrb2.load_judgments(run.judgment_file(judge, task_file))
-    result = mmrb2.accuracy(mmrb2.load_pairs(run.mmrb2 / task_file), judgments)
+    result = mmrb2.accuracy(pairs if pairs is not None else mmrb2.load_pairs(run.mmrb2 / task_file), judgments)
     return {k: result[k] for k in ("accuracy", "correct", "judgements", "evaluated_pairs", "missing_pairs")}
 
 

@@ -97,3 +97,48 @@ def test_decode_images_keeps_digests_and_leaves_failures_to_the_reader(tmp_path)
         fresh = [ImageItem(path=p) for p in paths]
         assert [it.digest for it in items[:5]] == [it.digest for it in fresh]
         assert all(it._image is None and it._digest for it in items[:5])
+
+
+@pytest.mark.parametrize("side", [16, 300])
+def test_png_files_keep_every_pixel_stored_small_or_deflated_large(tmp_path, side):
+    """A small picture is stored without deflate (cheaper to write and to read, STORED_PIXELS), a large one
+    deflated: either way the file decodes to the same pixels, so the digest recorded when it was written
+    is the one a reader hashes."""
+    from bon.content import STORED_PIXELS, pixel_digest, save_png
+
+    rng = np.random.default_rng(side)
+    image = Image.fromarray(rng.integers(0, 256, size=(side, side, 3), dtype=np.uint8), "RGB")
+    save_png(image, tmp_path / "x.png")
+    with Image.open(tmp_path / "x.png") as back:
+        assert back.mode == "RGB" and back.tobytes() == image.tobytes()
+    assert ImageItem(tmp_path / "x.png").digest == pixel_digest(image)
+    flat = Image.new("RGB", (side, side), (9, 9, 9))
+    save_png(flat, tmp_path / "flat.png")  # a flat picture shrinks only when deflated
+    assert ((tmp_path / "flat.png").stat().st_size < side * side) == (side * side > STORED_PIXELS)
+
+
+def test_path_checks_resolve_the_last_name_as_the_system_does(tmp_path, monkeypatch):
+    """`resolved` (a folder resolved once, the last name looked at each time) gives Path.resolve's answer for
+    a file, a missing file, a '..', a relative path and a link; a link as the last name out of the run's
+    folder is refused however often its folder was seen before."""
+    from bon.content import inside, relative_path, resolved, safe_join
+
+    run, outside = tmp_path / "run", tmp_path / "elsewhere"
+    (run / "images").mkdir(parents=True)
+    outside.mkdir()
+    (run / "images" / "a.png").write_bytes(b"x")
+    (outside / "secret.png").write_bytes(b"y")
+    (run / "images" / "link.png").symlink_to(outside / "secret.png")
+    (run / "images" / "inner.png").symlink_to(run / "images" / "a.png")
+    monkeypatch.chdir(tmp_path)
+    for path in [run / "images" / "a.png", run / "images" / "missing.png", run / "images" / "..", run / "images" / "link.png",
+                 run / "images" / "inner.png", run, tmp_path / "run" / "images" / "x" / ".." / "a.png"]:
+        assert resolved(path) == path.resolve(), path
+    assert resolved(tmp_path.joinpath("run", "images", "a.png").relative_to(tmp_path)) == (run / "images" / "a.png").resolve()
+    assert inside(run / "images" / "a.png", run) and inside(run / "images" / "inner.png", run)
+    assert not inside(run / "images" / "link.png", run)
+    assert relative_path(run / "images" / "a.png", run) == "images/a.png"
+    with pytest.raises(BonError, match="link that leads out"):
+        safe_join(run, "images/link.png", where="c.jsonl:1")
+    with pytest.raises(BonError, match="outside"):
+        relative_path(run / "images" / "link.png", run)

@@ -125,8 +125,29 @@ def test_a_files_study_under_a_tiny_image_cache_equals_the_uncapped_one(tmp_path
     assert counts[-1] == 6  # the judges' parts: one prompt each (four images, more than the bound)
     misses = IMAGES.misses
     in_driver = _study(tmp_path, "capped-one-process", "--max-calls", "100000")
-    assert IMAGES.misses - misses >= 2 * 24  # hashing and a judge each decode every image: the cap was in force
+    # a judge decodes every image (the digests come from the generate stage, hashed as it wrote the files; the
+    # verifier's workers decode their own), and no more than the bound was ever held: the cap was in force
+    assert IMAGES.misses - misses >= 24
     assert 0 < IMAGES.peak <= limit
     for capped in (forked, in_driver):
         for name in full:
             assert capped[name].replace("capped-forked", "full").replace("capped-one-process", "full") == full[name], name
+
+
+def test_generated_candidates_keep_the_digests_hashed_when_written(tmp_path):
+    """The generate stage hands on each image's digest, hashed from the pixels it wrote (the verifier's
+    driver then decodes no file to hash it): the same digest a reader hashes from the file. Candidates
+    read back on a resume come without one (it is hashed when first needed)."""
+    from bon.runfolder import RunFolder
+    from bon.stages.generate import generate
+    from generators.synthetic.generator import SyntheticGenerator
+    from generators.synthetic.suites import build_suite
+
+    run = RunFolder(tmp_path / "run")
+    prompts = build_suite(per_task=1, seed=1, tasks=["t2i", "interleaved"])
+    made = generate(run, SyntheticGenerator(skill="weak", name="weak"), prompts, 2, 1)
+    items = [item for cands in made.values() for c in cands for item in c.content.images]
+    assert len(items) > 2 * len(prompts) - 1 and all(item._digest is not None for item in items)
+    assert [item._digest for item in items] == [ImageItem(item.path).digest for item in items]
+    resumed = generate(run, SyntheticGenerator(skill="weak", name="weak"), prompts, 2, 1)
+    assert all(item._digest is None for cands in resumed.values() for c in cands for item in c.content.images)

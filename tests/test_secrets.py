@@ -99,3 +99,23 @@ def test_redaction_rules():
     assert redact_text("/tmp/api_key_test/study.yaml: bad") == "/tmp/api_key_test/study.yaml: bad"
     data = {"base_url": "https://h/v1?api-version=2", "serve": {"args": ["--hf-token", "hf_abc"]}, "n": 3}
     assert redact(data) == {"base_url": "https://h/v1?api-version=***", "serve": {"args": ["--hf-token", "***"]}, "n": 3}
+
+
+def test_stored_metadata_is_redacted_as_the_full_walk_redacts_it(monkeypatch):
+    """The store's JSON of a verdict's metadata (redacted_json: one scan of the text when nothing could need
+    masking) equals json.dumps(redact(...)) for plain data and for every shape a rule masks: a remembered
+    value, a secret flag in a list (--credentials is no trigger word), a URL, escapes that hide a rule from
+    the text (a newline inside 'api key=...'), a tuple and a value JSON cannot hold."""
+    import json
+
+    from bon import redact as R
+    from bon.redact import redacted_json
+
+    monkeypatch.setattr(R, "_known", {"hunter2hunter2"})
+    cases = [{"score": 0.5, "reason": "left is clearer", "n": [1, 2.5, None, True]}, {},
+             {"note": "said hunter2hunter2 twice"}, {"argv": ["serve", "--credentials", "abcd1234"]},
+             {"url": "http://h/v1?q=1"}, {"why": "api\nkey=abcdefgh123"}, {"pair": ("a", "sk-abcdefgh12")},
+             {"odd": object.__new__(type("Odd", (), {"__str__": lambda self: "odd"}))}, ["bearer abcdefghijk"]]
+    for value in cases:
+        assert redacted_json(value) == json.dumps(redact(value), default=str), value
+    assert "hunter2hunter2" not in redacted_json(cases[2]) and "abcd1234" not in redacted_json(cases[3])

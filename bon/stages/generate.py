@@ -9,6 +9,7 @@ candidates with their reason."""
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from bon.content import Candidate, Prompt, append_jsonl, load_candidates, reorder_jsonl
 from bon.errors import BonError
@@ -47,16 +48,29 @@ def generate(run: RunFolder, generator: Generator, prompts: list[Prompt], n: int
         progress.advance(len(prompts) - len(todo))
         sampled = executor.sample_all(generator, todo, lambda p: candidate_seeds(seed, generator.name, p.id, n))
         shuffled, last = False, -1
+        hashed: dict[Path, str] = {}  # digest of every image written here, by its file
         for i, cands in sampled:
             prompt, shuffled, last = todo[i], shuffled or i < last, i
             if cands is not None:
                 if len(cands) != n:
                     raise BonError(f"generator {generator.name}: {len(cands)} candidates for prompt {prompt.id}, expected {n}")
                 append_jsonl(run.candidates(generator.name), [c.to_json(folder, folder / "images") for c in cands])
+                hashed.update((item.path, item._digest) for c in cands for item in c.content.images if item._digest)
             progress.advance()
     if shuffled:
         rank = {p.id: k for k, p in enumerate(prompts)}
         reorder_jsonl(run.candidates(generator.name), lambda r: (rank.get(r.get("prompt_id"), -1), r.get("index", 0)))
     fresh = load_done(run, generator.name, n)
-    return {p.id: fresh[p.id] for p in prompts if p.id in fresh}
+    return {p.id: with_digests(fresh[p.id], hashed) for p in prompts if p.id in fresh}
+
+
+def with_digests(candidates: list[Candidate], hashed: dict[Path, str]) -> list[Candidate]:
+    """``candidates`` as read back from the file, each image whose file this stage has just written given the
+    digest hashed from its pixels then (:meth:`ImageItem.saved`): the verifier and the judges' workers look
+    images up by digest, and would otherwise decode every file again only to hash it."""
+    for c in candidates:
+        for item in c.content.images:
+            if item._digest is None and item.path in hashed:
+                item._digest = hashed[item.path]
+    return candidates
 
