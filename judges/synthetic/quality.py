@@ -163,10 +163,12 @@ def banner_rows(rgb: np.ndarray) -> np.ndarray:
     half = rgb.shape[1] // 2
     maybe = np.flatnonzero((row_counts(rgb >= 246) >= half).all(axis=1))
     white = np.zeros(rgb.shape[0], dtype=bool)
+    keep = np.zeros_like(white)
     if maybe.size:
         white[maybe] = np.median(rgb[maybe], axis=1).min(axis=1) > 245
+    if not white.any():  # most pictures: no white row, no banner (closing nothing gives nothing)
+        return keep
     rows = closed_runs(white, 3) | white
-    keep = np.zeros_like(rows)
     for start, stop in true_runs(rows):
         if stop - start >= 8:
             keep[max(start - 2, 0) : stop + 2] = True
