@@ -24,12 +24,14 @@ import json
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from bon import mmrb2
 from bon.errors import BonError
 from bon.config import LeakagePolicy, parse_policy  # the config's leakage: section (read with the config)
+from bon.content import Content, TextItem
 from bon.run import Run, as_run
 
 Overlap = Callable[[str, mmrb2.Pair], "str | None"]  # (task, pair) -> why the pair overlaps, or None
@@ -55,21 +57,40 @@ def source_key(source: str) -> str:
 
 @dataclass
 class Downstream:
-    """What the Best-of-N side was measured on: its prompts' sources and content hashes."""
+    """What the Best-of-N side was measured on: its prompts' sources and contents."""
 
     sources: dict[str, str] = field(default_factory=dict)  # source key -> source as the prompts spell it
-    digests: set[str] = field(default_factory=set)
+    contents: list[Content] = field(default_factory=list)
+
+    def holds(self, content: Content) -> bool:
+        """Whether ``content`` is one of the prompts' contents (the same digest: text and pixels). Only contents
+        with its outline are hashed (hashing decodes the images; the digest covers the outline, so no other
+        content can have it)."""
+        same = self._by_outline.get(outline(content), [])
+        return bool(same) and content.digest in {c.digest for c in same}
+
+    @cached_property
+    def _by_outline(self) -> dict[tuple[str | None, ...], list[Content]]:
+        grouped: dict[tuple[str | None, ...], list[Content]] = {}
+        for content in self.contents:
+            grouped.setdefault(outline(content), []).append(content)
+        return grouped
+
+
+def outline(content: Content) -> tuple[str | None, ...]:
+    """A content's items as their texts (None for an image): what its digest covers besides the pixels."""
+    return tuple(item.text if isinstance(item, TextItem) else None for item in content.items)
 
 
 def downstream(run: Run | Path, prompt_ids: Iterable[str]) -> Downstream:
-    """The sources and content hashes of the Best-of-N prompts (those with picks) in ``prompts.jsonl``."""
+    """The sources and contents of the Best-of-N prompts (those with picks) in ``prompts.jsonl``."""
     run = as_run(run)
     if not run.folder.prompts.exists():
         return Downstream()
     wanted = set(prompt_ids)
     prompts = [p for p in run.prompt_objects.values() if p.id in wanted]
     sources = {source_key(s): str(s) for s in (p.metadata.get("source") for p in prompts) if s}
-    return Downstream(sources, {p.content.digest for p in prompts})
+    return Downstream(sources, [p.content for p in prompts])
 
 
 def own_set_overlap(bench: Path, down: Downstream, policy: LeakagePolicy) -> Overlap | None:
@@ -80,18 +101,18 @@ def own_set_overlap(bench: Path, down: Downstream, policy: LeakagePolicy) -> Ove
     extra = {source_key(s): s for s in policy.sources}
     from bon.stages.judge_bench import pair_comparisons
 
-    digests: dict[tuple[str, str], str] = {}  # a prompt's digest, once per prompt (a prompt has several pairs)
+    contents: dict[tuple[str, str], Content] = {}  # a prompt's content, once per prompt (a prompt has several pairs)
 
-    def prompt_digest(task: str, pair: mmrb2.Pair) -> str:
+    def prompt_content(task: str, pair: mmrb2.Pair) -> Content:
         key = (task, json.dumps(pair.prompt_content, sort_keys=True))
-        if key not in digests:
-            digests[key] = pair_comparisons(pair, task, bench, 1)[0].prompt.content.digest
-        return digests[key]
+        if key not in contents:
+            contents[key] = pair_comparisons(pair, task, bench, 1)[0].prompt.content
+        return contents[key]
 
     def why(task: str, pair: mmrb2.Pair) -> str | None:
         if source_key(pair.prompt_source) in extra:
             return f"source {pair.prompt_source} (leakage: sources)"
-        if pair.prompt_content is not None and prompt_digest(task, pair) in down.digests:
+        if pair.prompt_content is not None and down.holds(prompt_content(task, pair)):
             return "its prompt is a Best-of-N prompt"
         return None
 
