@@ -257,17 +257,14 @@ def save_png(image: Image.Image, path: Path) -> None:
         atomic_write(path, lambda tmp: image.save(tmp, format="PNG", compress_level=1))
 
 
-STORED_PIXELS = 256 * 256  # images up to this size are written uncompressed (at most 192 KiB each)
-
-
 def rgb_png(image: Image.Image) -> bytes:
-    """An RGB image as PNG bytes: rows unfiltered, deflated at level 1, or stored without compression when it
-    is small (:data:`STORED_PIXELS`). Every candidate image of a study is written once and decoded a few times
-    (verifier, judges), so this is a hot path: Pillow tries every row filter on every row, which for the
-    flat-colour pictures of the synthetic world costs more time than the compression and gives no smaller
-    files; and a small picture comes from a cheap generator, where deflating (0.45 ms for 128 x 128) and
-    inflating it on every read (0.25 ms more than a stored one) is much of the stage's work, for files of
-    ~13 KB instead of 48 KB. Pixels and digests are the same either way."""
+    """An RGB image as PNG bytes: rows unfiltered, deflated at level 1. Every candidate image of a study is
+    written once and decoded a few times (verifier, judges), so this is a hot path: Pillow tries every row
+    filter on every row, which for the flat-colour pictures of the synthetic world costs more time than the
+    compression and gives no smaller files. Stored without deflate, a 128 x 128 picture would be cheaper still
+    (0.45 ms less to write, 0.25 ms less per read: 2.8 s of the demo's 35.6 s at 594be5a) but 3.6x larger
+    (48 KB instead of 13 KB; the demo's folder 385 MB instead of 135 MB, a paper-size one ~10 GB instead of
+    3.6 GB): disk a user pays for every study, so it stays deflated."""
     import struct
     import zlib
 
@@ -280,7 +277,7 @@ def rgb_png(image: Image.Image) -> bytes:
     # each row starts with its filter type byte (0: none)
     raw = b"".join(b"\0" + rows[i:i + stride] for i in range(0, len(rows), stride))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, truecolour, deflate, no interlace
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 0 if width * height <= STORED_PIXELS else 1))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 1))
             + chunk(b"IEND", b""))
 
 
