@@ -9,10 +9,9 @@ writes them with the CSV tables and JSON) only format what is here, so the files
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -30,7 +29,7 @@ from analysis.tradeoff import cheapest_rows
 from bon.errors import BonError
 from bon.run import Run, as_run
 from bon.runfolder import strict
-from bon.stages.pool import cpu_workers, jobs_started, run_named
+from bon.stages.pool import named_jobs_started, run_named
 
 DASH = "–"
 SCOPES = {"setting": "", "task": "pooled over generators", "all": "pooled over everything"}
@@ -436,16 +435,6 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
                                (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"],
         samples=parts.get("samples"))
-
-
-@contextmanager
-def named_jobs_started(jobs: Mapping[str, Callable[[], Any]]) -> Iterator[Callable[[], dict[str, Any]]]:
-    """Start ``{name: job}`` in forked workers (:func:`bon.stages.pool.jobs_started`: one per usable core, at most
-    one per job; one job alone runs in this process) and give the block a function that waits for their results
-    as ``{name: result}``: this process does its own work in the block meanwhile."""
-    names = list(jobs)
-    with jobs_started(lambda i: jobs[names[i]](), len(names), cpu_workers(len(names))) as results:
-        yield lambda: dict(zip(names, results))
 
 
 def prompt_tasks(run: Run) -> dict[str, str]:

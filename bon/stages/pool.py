@@ -191,15 +191,24 @@ def run_named(jobs: Mapping[str, Callable[[], Any]], workers: int | None = None,
     computations whose results pickle (tables, dicts): the report's independent statistics. ``costs``
     (name -> rough CPU time, default 1) starts the costliest first; ``meanwhile`` is work for the driver
     while the workers run (it would otherwise only wait), done before any job when there are no workers."""
-    names = list(jobs)
-    if workers is None:
-        workers = cpu_workers(len(names))
-    order = sorted(names, key=lambda name: -(costs or {}).get(name, 1.0))
-    with jobs_started(lambda k: jobs[order[k]](), len(order), workers) as results:
+    order = sorted(jobs, key=lambda name: -(costs or {}).get(name, 1.0))
+    with named_jobs_started({name: jobs[name] for name in order}, workers) as finished:
         if meanwhile is not None:
             meanwhile()
-        done = dict(zip(order, results))
-    return {name: done[name] for name in names}
+        done = finished()
+    return {name: done[name] for name in jobs}
+
+
+@contextlib.contextmanager
+def named_jobs_started(jobs: Mapping[str, Callable[[], Any]],
+                       workers: int | None = None) -> Iterator[Callable[[], dict[str, Any]]]:
+    """Start ``{name: job}`` in forked workers (:func:`jobs_started`; default: one per usable core, at most one
+    per job; one job alone runs in this process) and give the block a function that waits for their results
+    as ``{name: result}``: this process does its own work in the block meanwhile."""
+    names = list(jobs)
+    count = cpu_workers(len(names)) if workers is None else workers
+    with jobs_started(lambda k: jobs[names[k]](), len(names), count) as results:
+        yield lambda: dict(zip(names, results))
 
 
 def cpu_workers(jobs: int) -> int:
