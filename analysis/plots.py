@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import io
 import math
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,15 +58,47 @@ def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi:
         # once more first; the layout is final, so the files are the same without it
         fig.set_layout_engine(None)
     written = []
-    for fmt in formats:
-        target = Path(path).with_suffix("." + fmt)
-        buffer = io.BytesIO()
-        with rc_context({"svg.fonttype": "none", "svg.hashsalt": "bon"}):
-            fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None,
-                        **({"pil_kwargs": {"compress_level": PNG_COMPRESSION}} if fmt == "png" else {}))
-        write_bytes(target, buffer.getvalue())
-        written.append(target)
+    with ticks_fixed(fig):  # the layout is final: every draw would place the same ticks again
+        for fmt in formats:
+            target = Path(path).with_suffix("." + fmt)
+            buffer = io.BytesIO()
+            with rc_context({"svg.fonttype": "none", "svg.hashsalt": "bon"}):
+                fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None,
+                            **({"pil_kwargs": {"compress_level": PNG_COMPRESSION}} if fmt == "png" else {}))
+            write_bytes(target, buffer.getvalue())
+            written.append(target)
     return written
+
+
+@contextmanager
+def ticks_fixed(fig: Figure) -> Iterator[None]:
+    """Within the block, each axis of ``fig`` places its ticks once, at its first use, instead of at every use.
+
+    Drawing or measuring an Axes asks each axis for its ticks several times (its own box, each spine, the
+    axis label's and the title's position, then the draw): every time, the locator and formatter run again and
+    every tick and its label are moved to where they already are. With nothing moved, scaled or relimited in
+    the block, the first answer is every later one (``Axis._update_ticks``: should matplotlib rename it, this
+    does nothing and the figure is the same, only slower)."""
+    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
+    for axis in axes:
+        axis._update_ticks = _placed_once(axis._update_ticks)  # an instance attribute: this figure's axes only
+    try:
+        yield
+    finally:
+        for axis in axes:
+            del axis._update_ticks
+
+
+def _placed_once(place: Callable[[], list]) -> Callable[[], list]:
+    """``place`` remembering the ticks it returned (a fresh list each time: callers may keep it)."""
+    placed: list[list] = []
+
+    def once() -> list:
+        if not placed:
+            placed.append(place())
+        return list(placed[0])
+
+    return once
 
 
 def tight_layout(fig: Figure, rect: tuple[float, float, float, float], **pads: float) -> None:
@@ -78,7 +111,8 @@ def tight_layout(fig: Figure, rect: tuple[float, float, float, float], **pads: f
     for ax in axes:
         ax.get_tightbbox = _measured_once(ax.get_tightbbox)  # an instance attribute: this figure's Axes only
     try:
-        fig.tight_layout(rect=rect, **pads)
+        with ticks_fixed(fig):  # nothing moves until the layout is applied, after the last measurement
+            fig.tight_layout(rect=rect, **pads)
     finally:
         for ax in axes:
             del ax.get_tightbbox
