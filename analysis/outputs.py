@@ -23,8 +23,9 @@ from bon.runfolder import RunFolder, write_bytes, write_json, write_text
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
     """Draw the figures and write every file of the bundle into ``out``; returns what was written.
 
-    Figures drawn during the analysis (:func:`figures_while_computing`) are copied in. The others (``sample_prompts`` per task, unless
-    :func:`analysis.bundle.compute` rendered them) are made by forked workers, one job each
+    Figures drawn during the analysis (:func:`figures_while_computing`) are copied in. The other figures and the
+    sample prompts' thumbnails (``sample_prompts`` per task, unless :func:`analysis.bundle.compute` rendered
+    them) are made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
     the tables, ``report.json`` and ``report.md`` (which links the figures by file name), then makes the cheapest
     job when there are more jobs than workers: they are most of a small report's time and independent of each
