@@ -316,11 +316,34 @@ def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def percentile_ci(replicates: np.ndarray, level: float = 0.95, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval over finite replicates (NaN where none is finite)."""
     alpha = (1.0 - level) / 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is what we want
-        lo = np.nanquantile(replicates, alpha, axis=axis)
-        hi = np.nanquantile(replicates, 1.0 - alpha, axis=axis)
-    return lo, hi
+    return nanquantiles(replicates, (alpha, 1.0 - alpha), axis)
+
+
+def nanquantiles(values: np.ndarray, probs: Sequence[float], axis: int = 0) -> tuple[np.ndarray, ...]:
+    """``np.nanquantile(values, p, axis)`` (linear method) for each p, the same bits: one sort along ``axis``
+    for every p, where numpy sorts each slice apart in a Python loop (``apply_along_axis``) once per p."""
+    values = np.asarray(values, float)
+    if values.ndim < 2:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: NaN, which is what we want
+            return tuple(np.nanquantile(values, p, axis=axis) for p in probs)
+    ordered = np.sort(np.moveaxis(values, axis, -1), axis=-1)  # NaN sorts last, after the values it leaves out
+    n = (~np.isnan(ordered)).sum(-1)
+    out = []
+    for p in probs:  # numpy's _quantile on the slice without its NaN: (n - 1) p, floor, lerp
+        virtual = (n - 1) * float(p)
+        below = np.floor(virtual)
+        top = virtual >= n - 1  # at or past the last value: that value, at index -1 of the NaN-free slice
+        previous = np.where(top, n - 1, below).astype(np.intp)
+        following = np.where(top, n - 1, below + 1).astype(np.intp)
+        gamma = virtual - np.where(top, -1.0, below)
+        a = np.take_along_axis(ordered, np.maximum(previous, 0)[..., None], -1)[..., 0]
+        b = np.take_along_axis(ordered, np.maximum(following, 0)[..., None], -1)[..., 0]
+        diff = b - a
+        with np.errstate(invalid="ignore"):
+            result = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+        out.append(np.where(n > 0, result, np.nan))
+    return tuple(out)
 
 
 def setting_matrix(prompts: pd.DataFrame, column: str, judges: Sequence[str], prompt_ids: Sequence[str]) -> np.ndarray:
