@@ -22,7 +22,6 @@ tell a cheap good-enough judge from an expensive marginally better one.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
 from pathlib import Path
@@ -46,6 +45,7 @@ LEADERBOARD_COLUMNS = [
     "left_out",
 ]
 EXACT_SIGN_FLIP_MAX = 16
+SIGNS = np.array([1.0, -1.0])
 LABEL_RULE = ("label \"not significantly worse\" (tied): the judge's printed 95% interval of the difference to the best "
               "includes 0 (per judge, not adjusted for the judges compared; p (Holm) is); judges left out by the leakage "
               "policy or without information get no label")
@@ -77,14 +77,15 @@ def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> 
     if d.size <= EXACT_SIGN_FLIP_MAX:
         return float(np.mean(np.abs(all_signs(d.size) @ d) >= obs - tol))
     rng = np.random.default_rng(seed)
-    signs = rng.choice((1.0, -1.0), size=(permutations, d.size))
+    signs = SIGNS[rng.integers(0, 2, size=(permutations, d.size))]  # rng.choice(SIGNS, ...)'s draws, without its overhead
     return float((1 + np.sum(np.abs(signs @ d) >= obs - tol)) / (1 + permutations))
 
 
 @functools.lru_cache(maxsize=None)
 def all_signs(n: int) -> np.ndarray:
-    """Every choice of n signs (2**n rows), built once per n: each judge pair's exact test reuses it."""
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    """Every choice of n signs (2**n rows, in ``itertools.product((1.0, -1.0), repeat=n)``'s order: row r's k-th
+    sign is -1 where bit n-1-k of r is set), built once per n: each judge pair's exact test reuses it."""
+    signs = 1.0 - 2.0 * ((np.arange(2 ** n)[:, None] >> np.arange(n - 1, -1, -1)) & 1)
     signs.flags.writeable = False
     return signs
 
