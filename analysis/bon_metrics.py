@@ -370,11 +370,10 @@ def iter_settings(prompts: pd.DataFrame):
     """Each (task, generator, strategy) of prompt-level rows, tasks in the paper's order, with its rows,
     its judges (first-seen order) and its sorted prompt ids."""
     order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
-    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
-                  key=lambda k: (order[k[0]], k[1], k[2]))
-    for task, gen, strategy in keys:
-        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
-        yield task, gen, strategy, sub, list(dict.fromkeys(sub["judge"])), sorted(set(sub["prompt_id"]))
+    rows = prompts.groupby(["task", "generator", "strategy"], sort=False).indices  # key -> its row positions, in order
+    for task, gen, strategy in sorted(rows, key=lambda k: (order[k[0]], k[1], k[2])):
+        sub = prompts.take(rows[task, gen, strategy])
+        yield task, gen, strategy, sub, list(sub["judge"].unique()), sorted(sub["prompt_id"].unique())
 
 
 def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
@@ -385,29 +384,34 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
     rows = []
     for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
         ci = setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
+        who = pd.Index(judges).get_indexer(sub["judge"])
+        cols = {c: pd.to_numeric(sub[c], errors="coerce").to_numpy(float)
+                for c in ("pick_score", "random_score", "oracle_score", "win", "rank", "hit")}
+        cols.update({c: sub[c].to_numpy() for c in ("n_scored", "calls", "missing")})
         for j, judge in enumerate(judges):
-            mine = sub[sub.judge == judge]
-            bon = _mean(mine["pick_score"])
-            scored = mine[mine["pick_score"].notna()]  # random and oracle over the prompts BoN averages
-            rnd, orc = _mean(scored["random_score"]), _mean(scored["oracle_score"])
+            mine = {c: v[who == j] for c, v in cols.items()}  # the judge's rows, in the table's order
+            scored = ~np.isnan(mine["pick_score"])  # random and oracle over the prompts BoN averages
+            bon = _finite_mean(mine["pick_score"])
+            rnd, orc = _finite_mean(mine["random_score"][scored]), _finite_mean(mine["oracle_score"][scored])
             span = orc - rnd
-            ranks = mine["rank"].to_numpy(float)
-            denom = mine["n_scored"].to_numpy(float) - 1.0
+            ranks = mine["rank"]
+            denom = mine["n_scored"].astype(float) - 1.0
             with np.errstate(invalid="ignore", divide="ignore"):
                 norm = np.where(denom > 0, (ranks - 1.0) / np.where(denom > 0, denom, 1.0), np.nan)
+            count = len(ranks)
             calls = int(mine["calls"].sum())
             rows.append({
-                "task": task, "generator": gen, "judge": judge, "strategy": strategy, "prompts": len(mine),
-                "n": n if n is not None else int(mine["n_scored"].max() if len(mine) else 0),
+                "task": task, "generator": gen, "judge": judge, "strategy": strategy, "prompts": count,
+                "n": n if n is not None else int(mine["n_scored"].max() if count else 0),
                 "bon_score": bon, "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j],
                 "random_score": rnd, "oracle_score": orc,
                 "gain": bon - rnd, "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
                 "recovery": (bon - rnd) / span if abs(span) > 1e-12 else math.nan,
                 "recovery_lo": ci["recovery"][0][j], "recovery_hi": ci["recovery"][1][j],
-                "win_rate": _mean(mine["win"]), "win_lo": ci["win"][0][j], "win_hi": ci["win"][1][j],
-                "mean_rank": _mean(mine["rank"]), "norm_rank": _mean(pd.Series(norm)),
-                "oracle_hit": _mean(mine["hit"]), "unscored_picks": int(mine["pick_score"].isna().sum()),
-                "judge_calls": calls, "calls_per_prompt": calls / len(mine) if len(mine) else math.nan,
+                "win_rate": _finite_mean(mine["win"]), "win_lo": ci["win"][0][j], "win_hi": ci["win"][1][j],
+                "mean_rank": _finite_mean(ranks), "norm_rank": _finite_mean(norm),
+                "oracle_hit": _finite_mean(mine["hit"]), "unscored_picks": int((~scored).sum()),
+                "judge_calls": calls, "calls_per_prompt": calls / count if count else math.nan,
                 "missing_verdicts": int(mine["missing"].sum()),
             })
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
@@ -460,7 +464,7 @@ def results_table(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, 
     return results_view(metrics)
 
 
-def _mean(values: pd.Series) -> float:
-    v = pd.to_numeric(values, errors="coerce").to_numpy(float)
-    v = v[np.isfinite(v)]
+def _finite_mean(values: np.ndarray) -> float:
+    """The mean of the finite values (NaN without any)."""
+    v = values[np.isfinite(values)]
     return float(v.mean()) if v.size else math.nan
