@@ -148,10 +148,26 @@ def no_information(rows: pd.DataFrame) -> str | None:
     if rows.empty:
         return None
     informed = rows["informed"] if "informed" in rows else pd.Series(True, index=rows.index)
-    calls, missing = int(rows["calls"].sum()), int(rows["missing"].sum())
+    return _no_information(int(rows["calls"].sum()), int(rows["missing"].sum()), bool(informed.astype(bool).any()))
+
+
+def no_information_by_judge(rows: pd.DataFrame, judges: Sequence[str]) -> list[str | None]:
+    """:func:`no_information` of each judge's rows (None for a judge without rows), from the table's arrays."""
+    who = pd.Index(list(judges)).get_indexer(rows["judge"])
+    calls, missing = rows["calls"].to_numpy(), rows["missing"].to_numpy()
+    informed = rows["informed"].to_numpy(bool) if "informed" in rows else np.ones(len(rows), bool)
+    out: list[str | None] = []
+    for j in range(len(judges)):
+        mine = who == j
+        out.append(_no_information(int(calls[mine].sum()), int(missing[mine].sum()), bool(informed[mine].any()))
+                   if mine.any() else None)
+    return out
+
+
+def _no_information(calls: int, missing: int, informed: bool) -> str | None:
     if calls and missing >= calls:
         return f"no information: every verdict missing ({missing} of {calls} calls)"
-    if not informed.astype(bool).any():
+    if not informed:
         return "no information: every match a tie (decided by the seeded coin)"
     return None
 
@@ -348,13 +364,24 @@ def nanquantiles(values: np.ndarray, probs: Sequence[float], axis: int = 0) -> t
 
 def setting_matrix(prompts: pd.DataFrame, column: str, judges: Sequence[str], prompt_ids: Sequence[str]) -> np.ndarray:
     """Judges x prompts matrix of ``column`` for one setting (NaN where a judge has no such pick)."""
+    return setting_matrices(prompts, (column,), judges, prompt_ids)[column]
+
+
+def setting_matrices(prompts: pd.DataFrame, columns: Iterable[str], judges: Sequence[str],
+                     prompt_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """:func:`setting_matrix` of each column, the rows' judge and prompt looked up once for all of them."""
     rows = pd.Index(list(judges)).get_indexer(prompts["judge"])
     cols = pd.Index(list(prompt_ids)).get_indexer(prompts["prompt_id"])
-    values = pd.to_numeric(prompts[column], errors="coerce").to_numpy(float)
-    out = np.full((len(judges), len(prompt_ids)), np.nan)
-    keep = (rows >= 0) & (cols >= 0) & ~np.isnan(values)
-    cells, first = np.unique((rows * len(prompt_ids) + cols)[keep], return_index=True)
-    out.flat[cells] = values[keep][first]  # the first value of each cell, skipping NaN (pivot_table's "first")
+    found = (rows >= 0) & (cols >= 0)
+    cell = rows * len(prompt_ids) + cols
+    out = {}
+    for column in columns:
+        values = pd.to_numeric(prompts[column], errors="coerce").to_numpy(float)
+        matrix = np.full((len(judges), len(prompt_ids)), np.nan)
+        keep = found & ~np.isnan(values)
+        cells, first = np.unique(cell[keep], return_index=True)
+        matrix.flat[cells] = values[keep][first]  # the first value of each cell, skipping NaN (pivot_table's "first")
+        out[column] = matrix
     return out
 
 
@@ -417,14 +444,19 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
+INTERVAL_COLUMNS = ("pick_score", "random_score", "oracle_score", "win")  # what setting_intervals resamples
+
+
 def setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
-                       bootstrap: int, level: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates)."""
+                      bootstrap: int, level: float, matrices: Mapping[str, np.ndarray] | None = None
+                      ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates).
+    ``matrices``: the setting's :func:`setting_matrices` of :data:`INTERVAL_COLUMNS`, when the caller has them."""
     if bootstrap <= 0:
         nan = np.full(len(judges), np.nan)
         return {name: (nan, nan) for name in ("bon", "gain", "recovery", "win")}
     w = prompt_weights(seed, task, gen, len(pids), bootstrap)
-    mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
+    mats = dict(matrices) if matrices is not None else setting_matrices(sub, INTERVAL_COLUMNS, judges, pids)
     for c in ("random_score", "oracle_score"):  # over the prompts whose pick is scored, as BoN
         mats[c] = np.where(np.isfinite(mats["pick_score"]), mats[c], np.nan)
     bon_b, rnd_b, orc_b, win_b = (weighted_means(mats[c], w) for c in ("pick_score", "random_score", "oracle_score", "win"))
