@@ -9,7 +9,7 @@ writes them with the CSV tables and JSON) only format what is here, so the files
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -81,6 +81,7 @@ class ReportBundle:
     run: Run | None = field(default=None, repr=False)  # what it was computed from (the renderers' sample candidates)
     prediction: dict[str, Any] | None = None  # analysis.prediction.validation: held-out judges' predicted gains
     samples: str | None = field(default=None, repr=False)  # report.html's sample prompts, when compute rendered them
+    then: dict[str, Any] = field(default_factory=dict, repr=False)  # per part, what compute's ``then`` made of it
 
     @property
     def excluded_judges(self) -> list[str]:
@@ -333,7 +334,8 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
             predictor_source: str = "the run's preference set", max_loss: float = DEFAULT_MAX_LOSS,
             grader_judges: str | None = None, overlapping_pairs: str | None = None,
             on_failure: str | None = None, meanwhile: Callable[[], Any] | None = None,
-            samples: Callable[[Run, pd.DataFrame], str] | None = None) -> ReportBundle:
+            samples: Callable[[Run, pd.DataFrame], str] | None = None,
+            then: Mapping[str, Then] | None = None) -> ReportBundle:
     """Every number of the report. ``accuracies``: None (the study config's ``accuracies:`` key, by default
     its own preference set), ``"run"``, ``"published"``, a CSV, ``JUDGE=FILE.json``
     (see :func:`analysis.statistics.accuracy_axis`) or a ready :class:`~analysis.statistics.JudgeAxis`;
@@ -344,11 +346,13 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
     (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
     failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`); ``meanwhile``: work for this process
-    while the independent parts run in forked workers, where it would only wait: ``bon report`` and the demo
-    import the report writer (matplotlib) then, and the figure workers forked afterwards inherit it;
+    once it has built the judge axis, while the first forked workers still run (it would only wait): ``bon report``
+    and the demo import the report writer (matplotlib) then, so the parts' workers forked afterwards inherit it;
     ``samples``: renders report.html's sample prompts from the run and its picks
     (:func:`analysis.html_report.run_samples`), in a forked worker while this process builds the judge axis
-    (which leaves a core idle otherwise)."""
+    (which leaves a core idle otherwise); ``then``: per part, work on the bundle with that part filled in, done
+    in the worker that computed the part right after it (:class:`Then`; e.g. drawing the part's figure, so no
+    second round of workers waits for every part); its results are the bundle's ``then``."""
     run = as_run(run)
     config = run.config
     study = config.get("study") or {}
@@ -367,7 +371,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         return bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n)
 
     # what needs only the picks, side by side in forked workers while this process builds the judge axis below
-    early = {"samples": lambda: samples(run, prompts), "metrics": metrics_part} if samples else {}
+    early = {"metrics": metrics_part, **({"samples": lambda: samples(run, prompts)} if samples else {})} if samples or then else {}
     with named_jobs_started(early) as finished:
         down = leakage.downstream(run, set(prompts["prompt_id"]))
         own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
@@ -379,6 +383,8 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
         excluded = list(left_out)
         settings = settings_from_prompts(prompts)
+        if meanwhile is not None:
+            meanwhile()
         done = finished()
 
     def correlate(leave_out: list[str], permutations: int) -> pd.DataFrame:
@@ -398,8 +404,29 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     if callable(predictor_pairs):
         predictor_dropped = {}
         predictor_pairs = predictor_pairs(overlap=leakage.outside_overlap(down, policy), dropped=predictor_dropped)
+    lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
+          "downstream_sources": sorted(down.sources.values())}
+    if axis.dropped:
+        lk.update(pairs=axis.dropped, pairs_rule="a pair whose prompt is one of the Best-of-N prompts (the set is "
+                  "drawn from held-out prompts of the same suite, so sharing its source is by design)"
+                  + (f" or whose source is one of {', '.join(policy.sources)}" if policy.sources else ""))
+    if predictor_dropped is not None:
+        named = sorted({*down.sources.values(), *policy.sources})
+        lk.update(predictor_pairs=predictor_dropped,
+                  predictor_pairs_rule=f"a pair whose prompt_source is {' or '.join(named)}" if named else
+                  "none applies (the Best-of-N prompts record no source)")
+    # everything but the parts below (placeholders until they come), so a part's ``then`` sees what it needs
+    base = ReportBundle(
+        run_dir=run.root, run=run, prompts=prompts, accuracies=acc,
+        metrics=with_accuracies(done["metrics"], acc) if "metrics" in done else pd.DataFrame(), accuracy_label=axis.label,
+        excluded_sources=axis.excluded, correlations=pd.DataFrame(), leaderboards=pd.DataFrame(), power=None,
+        curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level, study=study,
+        versions=config.get("versions") or {}, stats=stats, tradeoff=run.tradeoff, max_loss=max_loss,
+        headroom=headroom, leakage=lk, samples=done.get("samples"),
+        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
+                               (stats.get("identities") or {}).get("verifier")))
     # independent of one another, each seeded on its own: side by side in forked workers (longest first)
-    parts = run_named(costs=PART_COSTS, meanwhile=meanwhile, jobs={
+    parts = {
         "correlations": lambda: correlate(excluded, HEADLINE_PERMUTATIONS),
         "power": power_study if power else lambda: None,
         "leaderboards": lambda: all_leaderboards(prompts, stats, acc, bootstrap=bootstrap, seed=seed, level=level,
@@ -412,29 +439,38 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         "prediction": lambda: {"level": PREDICTION_LEVEL, **validation(
             gain_data(settings, prompts, axis, left_out, bootstrap, seed), seed, PREDICTION_LEVEL)},
         **({} if "metrics" in done else {"metrics": metrics_part}),
-    })
-    parts.update(done)
-    metrics = with_accuracies(parts["metrics"], acc)
-    lk = {"policy": policy.as_dict(), "grader_judges": graders, "excluded_judges": excluded,
-          "downstream_sources": sorted(down.sources.values())}
-    if axis.dropped:
-        lk.update(pairs=axis.dropped, pairs_rule="a pair whose prompt is one of the Best-of-N prompts (the set is "
-                  "drawn from held-out prompts of the same suite, so sharing its source is by design)"
-                  + (f" or whose source is one of {', '.join(policy.sources)}" if policy.sources else ""))
-    if predictor_dropped is not None:
-        named = sorted({*down.sources.values(), *policy.sources})
-        lk.update(predictor_pairs=predictor_dropped,
-                  predictor_pairs_rule=f"a pair whose prompt_source is {' or '.join(named)}" if named else
-                  "none applies (the Best-of-N prompts record no source)")
-    return ReportBundle(
-        run_dir=run.root, run=run, prompts=prompts, metrics=metrics, accuracies=acc, accuracy_label=axis.label,
-        excluded_sources=axis.excluded, correlations=parts["correlations"], leaderboards=parts["leaderboards"],
-        power=parts["power"], curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level,
-        study=study, versions=config.get("versions") or {}, stats=stats, predictors=parts["predictors"],
-        tradeoff=run.tradeoff, max_loss=max_loss, headroom=headroom, leakage=lk, correlations_other=parts["other"],
-        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
-                               (stats.get("identities") or {}).get("verifier")), prediction=parts["prediction"],
-        samples=parts.get("samples"))
+    }
+    then = then or {}
+    costs = {name: PART_COSTS.get(name, 1.0) + (then[name].cost if name in then else 0.0) for name in parts}
+    results = run_named({name: _followed(name, job, base, then.get(name)) for name, job in parts.items()}, costs=costs)
+    fields = {PART_FIELDS.get(name, name): result for name, (result, _) in results.items()}
+    if "metrics" in fields:
+        fields["metrics"] = with_accuracies(fields["metrics"], acc)
+    return replace(base, **fields, then={name: after for name, (_, after) in results.items() if name in then})
+
+
+# the bundle's field of each part whose name is not its field's
+PART_FIELDS = {"other": "correlations_other"}
+
+
+@dataclass(frozen=True)
+class Then:
+    """Work on one part's result, done in the forked worker that computed the part, right after it.
+
+    ``run`` gets the bundle with everything but the other parts (placeholders: empty tables, None) and with
+    this part filled in, and returns what the bundle's ``then`` holds for the part; ``cost``: its rough CPU
+    seconds, added to the part's for the order in which the parts start."""
+
+    run: Callable[[ReportBundle], Any]
+    cost: float = 1.0
+
+
+def _followed(name: str, job: Callable[[], Any], base: ReportBundle, then: Then | None) -> Callable[[], tuple[Any, Any]]:
+    """``job`` as a job giving ``(result, then's result)`` (None without ``then``)."""
+    def run() -> tuple[Any, Any]:
+        result = job()
+        return result, None if then is None else then.run(replace(base, **{PART_FIELDS.get(name, name): result}))
+    return run
 
 
 def prompt_tasks(run: Run) -> dict[str, str]:

@@ -5,24 +5,27 @@ imports the other, so the files can never disagree."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
+from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from analysis.bundle import ReportBundle
-from analysis.figures import bon_curves_figure, power_figure, reranker_figure
+from analysis.bundle import ReportBundle, Then
 from analysis.html_report import render_run, sample_section
-from analysis.plots import correlation_figure
 from analysis.predictors import figure_title
 from analysis.report import correlation_note, render_markdown
 from analysis.tradeoff import tradeoff_figure
-from bon.runfolder import RunFolder, write_json, write_text
+from bon.runfolder import RunFolder, write_bytes, write_json, write_text
 
 
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
     """Draw the figures and write every file of the bundle into ``out``; returns what was written.
 
-    The figures and the sample prompts' thumbnails (``sample_prompts`` per task, unless
-    :func:`analysis.bundle.compute` rendered them) are made by forked workers, one job each
+    Figures drawn during the analysis (:func:`figures_while_computing`) are copied in. The other figures and the
+    sample prompts' thumbnails (``sample_prompts`` per task, unless :func:`analysis.bundle.compute` rendered
+    them) are made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
     the tables, ``report.json`` and ``report.md`` (which links the figures by file name), then makes the cheapest
     job when there are more jobs than workers: they are most of a small report's time and independent of each
@@ -31,7 +34,8 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
 
     out.require_writable()
     out.figures.mkdir(parents=True, exist_ok=True)
-    jobs = figure_jobs(out, bundle)
+    drawn = {name: paths for made in bundle.then.values() for name, paths in (made or {}).items()}
+    jobs = [job for job in figure_jobs(out, bundle) if job[0] not in drawn]
     samples = bundle.samples
     if samples is None:  # not rendered by compute already
         jobs.append((SAMPLES, lambda: sample_section(bundle, sample_prompts)))
@@ -48,7 +52,8 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
         write_json(out.report_json, numbers)
         bundle.figures = {}  # report.md links each figure by its file name in ``out``, fixed before it is drawn
         write_text(out.report, render_markdown(bundle, out))
-        made = {name: draw() for name, draw in own}
+        made = {name: [_copied(path, out.figures) for path in paths] for name, paths in drawn.items()}
+        made.update((name, draw()) for name, draw in own)
         made.update(zip((name for name, _ in forked), results))
     samples = made.pop(SAMPLES, samples)
     bundle.figures = {name: made[name] for name, _ in figure_jobs(out, bundle) if name in made}  # the report's order
@@ -56,13 +61,51 @@ def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) 
     return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
 
 
+def _copied(path: Path, folder: Path) -> Path:
+    """``path`` copied into ``folder`` (atomically, as every file of the report), the copy's path."""
+    target = folder / path.name
+    write_bytes(target, path.read_bytes())
+    return target
+
+
+@contextlib.contextmanager
+def figures_while_computing() -> Iterator[dict[str, Then]]:
+    """:func:`analysis.bundle.compute`'s ``then``: each figure drawn in the worker that computed the part it
+    shows (:data:`FIGURE_PARTS`), right after it, so no second round of workers waits for every part. They are
+    drawn into a scratch folder, removed on leaving the block: :func:`write_report` (called in the block) copies
+    them into the report, so nothing reaches the report's folder before it is written (a degenerate analysis
+    writes nothing)."""
+    scratch = RunFolder(Path(tempfile.mkdtemp(prefix="bon-figures-")))
+    try:
+        yield {part: Then(partial(_part_figures, scratch, part), JOB_COSTS.get(name, 1.0))
+               for name, part in FIGURE_PARTS.items()}
+    finally:
+        shutil.rmtree(scratch.root, ignore_errors=True)
+
+
+def _part_figures(folder: RunFolder, part: str, bundle: ReportBundle) -> dict[str, list[Path]]:
+    """The figures showing ``part`` drawn into ``folder``, by name."""
+    return {name: draw() for name, draw in figure_jobs(folder, bundle) if FIGURE_PARTS.get(name) == part}
+
+
 SAMPLES = "samples"  # the job that renders the sample prompts (not a figure)
+FIGURE_PARTS = {"correlation": "correlations", "reranker": "leaderboards", "power": "power"}  # the part each shows
 # rough CPU seconds of each job on the demo (one core); the others count 1
 JOB_COSTS = {"reranker": 1.3, "correlation": 1.2, SAMPLES: 0.5, "power": 0.4}
 
 
+def import_plotting() -> None:
+    """Import the figures' modules (matplotlib: a third of a second), for :func:`analysis.bundle.compute`'s
+    ``meanwhile``: the workers forked afterwards inherit them."""
+    import analysis.figures  # noqa: F401
+    import analysis.plots  # noqa: F401
+
+
 def figure_jobs(folder: RunFolder, b: ReportBundle) -> list[tuple[str, Callable[[], list[Path]]]]:
     """(name, draw) of every figure the bundle has data for, in the report's order."""
+    from analysis.figures import bon_curves_figure, power_figure, reranker_figure
+    from analysis.plots import correlation_figure
+
     left_out = b.excluded_judges
     note = correlation_note(b.bootstrap, b.seed, left_out)
 

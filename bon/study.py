@@ -598,27 +598,26 @@ def analyse(run: RunFolder, cfg: StudyConfig, judge_stats: dict, pair_counts: di
     """Record the run's statistics, then write the report bundle (read back from the run folder, so
     ``bon report`` on the same folder gives the same numbers; no judge call)."""
     from functools import partial
-    from importlib import import_module
 
     from analysis.bon_metrics import RESULT_COLUMNS
     from analysis.bundle import compute
     from analysis.html_report import run_samples
+    from analysis.outputs import figures_while_computing, import_plotting, write_report
 
     stats = record_stats(run, cfg, judge_stats, pair_counts, stopped, provenance, timings, honesty)
     note("analysis: metrics, correlations with bootstrap intervals, report and figures")
-    try:
-        bundle = compute(run.root, seed=cfg.seed, power=False,  # `bon power` plans study sizes on request (the run folder read once)
-                         meanwhile=partial(import_module, "analysis.outputs"),  # matplotlib, while it waits
-                         samples=partial(run_samples, per_task=1))  # report.html's, while a core is free
-    except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
-        from analysis.report import empty_report
+    with figures_while_computing() as figures:  # each drawn by the worker that computed what it shows
+        try:
+            bundle = compute(run.root, seed=cfg.seed, power=False,  # `bon power` plans study sizes on request (the run folder read once)
+                             meanwhile=import_plotting,  # matplotlib, while it waits
+                             samples=partial(run_samples, per_task=1), then=figures)  # report.html's, while a core is free
+        except BonError as exc:  # nothing to analyse yet, e.g. a call budget stopped the study before any pick
+            from analysis.report import empty_report
 
-        results = pd.DataFrame(columns=RESULT_COLUMNS)
-        write_text(run.results, results.to_csv(index=False))
-        write_text(run.report, empty_report(stats, str(exc)))
-        return StudyOutcome(run, results, pd.DataFrame(columns=["task", "generator", "n_judges", "pearson_r",
-                                                                  "spearman_rho"]), stats, stopped)
-    from analysis.outputs import write_report
-
-    write_report(bundle, run)
+            results = pd.DataFrame(columns=RESULT_COLUMNS)
+            write_text(run.results, results.to_csv(index=False))
+            write_text(run.report, empty_report(stats, str(exc)))
+            return StudyOutcome(run, results, pd.DataFrame(columns=["task", "generator", "n_judges", "pearson_r",
+                                                                      "spearman_rho"]), stats, stopped)
+        write_report(bundle, run)
     return StudyOutcome(run, bundle.results, bundle.settings, stats, stopped)

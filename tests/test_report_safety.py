@@ -82,6 +82,25 @@ def test_too_few_judges_is_refused_and_keeps_what_is_there(tmp_path: Path, capsy
     assert snapshot(run) == before
 
 
+def test_figures_drawn_during_the_analysis_reach_the_report_and_their_scratch_folder_goes(
+        tmp_path: Path, monkeypatch) -> None:
+    """The workers that compute the correlations and the leaderboards draw their figures into a scratch
+    folder; the report gets them and the scratch folder is removed, also when the report is refused."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    run = make_run(tmp_path / "run", prompts=4, n=3, images=False)
+    assert main(["report", "--run", str(run), *FAST]) == 0
+    assert {p.name for p in (run / "figures").iterdir()} >= {"correlation.png", "correlation.svg", "reranker.png"}
+    assert 'src="data:image/png;base64,' in (run / "report.html").read_text(encoding="utf-8")
+    assert not any(scratch.iterdir())
+    few = make_run(tmp_path / "few", qualities=(0.5, 0.9), prompts=4, n=3, images=False)
+    assert main(["report", "--run", str(few), *FAST]) == 2
+    assert not any(scratch.iterdir()) and not (few / "figures").exists()
+
+
 def test_read_only_run_folder_is_one_line(reported: Path, monkeypatch, capsys) -> None:
     before = snapshot(reported)
     real = os.access

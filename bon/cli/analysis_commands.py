@@ -89,27 +89,26 @@ def report(run_dir: Path, out_dir: Optional[Path], bootstrap: int, seed: int, ac
 def _report(run: Any, out_dir: Optional[Path], bootstrap: int, seed: int, accuracies: Optional[str], bench_dir: Optional[Path],
             pairs, power: bool, max_loss: float, grader_judges: Optional[str], overlapping_pairs: Optional[str],
             on_failure: Optional[str], json_out: Optional[Path], lock_output: bool) -> None:
-    from importlib import import_module
-
     from analysis.bundle import compute
     from analysis.html_report import run_samples
+    from analysis.outputs import figures_while_computing, import_plotting, write_report
 
     run_dir = run.root
-    bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
-                     predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
-                     max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
-                     on_failure=on_failure, meanwhile=partial(import_module, "analysis.outputs"),
-                     samples=partial(run_samples, per_task=1))
-    from analysis.outputs import write_report
-    problem = bundle.degenerate()
-    if problem:
-        raise BonError(f"{run_dir}: {problem}; nothing written")
-    folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
-    try:
-        with writer_lock(folder.root, "bon report") if lock_output else nullcontext():
-            written = write_report(bundle, folder)
-    except OSError as exc:
-        raise BonError(f"{exc.filename or folder.root}: cannot write the report ({exc.strerror})") from None
+    with figures_while_computing() as figures:
+        bundle = compute(run, bootstrap=bootstrap, seed=seed, accuracies=accuracies, power=power, predictor_pairs=pairs,
+                         predictor_source=f"the MMRB2 pairs in {bench_dir}" if pairs else "the run's preference set",
+                         max_loss=max_loss, grader_judges=grader_judges, overlapping_pairs=overlapping_pairs,
+                         on_failure=on_failure, meanwhile=import_plotting, samples=partial(run_samples, per_task=1),
+                         then=figures)
+        problem = bundle.degenerate()
+        if problem:
+            raise BonError(f"{run_dir}: {problem}; nothing written")
+        folder = _output_folder(run_dir, out_dir, accuracies, own=pairs is None)
+        try:
+            with writer_lock(folder.root, "bon report") if lock_output else nullcontext():
+                written = write_report(bundle, folder)
+        except OSError as exc:
+            raise BonError(f"{exc.filename or folder.root}: cannot write the report ({exc.strerror})") from None
     pooled = bundle.pooled()
     out.print(f"pooled over settings: r = {_fmt(pooled['pearson_r'], '+.2f')} [{_fmt(pooled['pearson_lo'], '+.2f')}, "
               f"{_fmt(pooled['pearson_hi'], '+.2f')}], ρ = {_fmt(pooled['spearman_rho'], '+.2f')}, judges {pooled['n_judges']}")
