@@ -127,6 +127,32 @@ def _pick_stats(values: np.ndarray, index: int) -> dict[str, float]:
     return out
 
 
+def _all_pick_stats(cands: Mapping[tuple[str, str], np.ndarray]) -> dict[tuple[str, str, int], dict[str, float]]:
+    """:func:`_pick_stats` of every candidate of the prompts whose candidates all have a score, by
+    (generator, prompt id, index): the same numbers, for all prompts of one N at once (a prompt with a
+    failed score is left to :func:`_pick_stats`)."""
+    by_width: dict[int, list[tuple[str, str]]] = {}
+    for key, values in cands.items():
+        if len(values) and np.isfinite(values).all():
+            by_width.setdefault(len(values), []).append(key)
+    out: dict[tuple[str, str, int], dict[str, float]] = {}
+    for width, keys in by_width.items():
+        m = np.stack([cands[key] for key in keys])  # prompts x candidates
+        oracle = m.max(axis=1)
+        random = m.mean(axis=1)  # each row's mean is the mean of that row alone, bit for bit
+        higher = (m[:, None, :] > m[:, :, None]).sum(axis=2)  # [p, i]: candidates scored above candidate i
+        ties = (m[:, None, :] == m[:, :, None]).sum(axis=2) - 1
+        rank = 1.0 + higher + ties / 2.0
+        win = (width - 1 - higher - ties + ties / 2.0) / (width - 1) if width > 1 else np.full(m.shape, math.nan)
+        hit = (m >= oracle[:, None]).astype(float)
+        for p, (gen, pid) in enumerate(keys):
+            for i in range(width):
+                out[gen, pid, i] = {"pick_score": float(m[p, i]), "random_score": float(random[p]),
+                                    "oracle_score": float(oracle[p]), "win": float(win[p, i]), "rank": float(rank[p, i]),
+                                    "n_scored": width, "hit": float(hit[p, i])}
+    return out
+
+
 UNDECIDED_RULES = ("no-verdict", "coin")  # matches the judge's verdicts did not decide (bon.protocol.decide_match)
 
 
@@ -189,7 +215,7 @@ def prompt_level(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, M
     """One row per pick: its score, the prompt's random and oracle levels, win rate and rank."""
     cands = candidate_scores(scores, n)
     rows = []
-    stats: dict[tuple[str, str, int], dict[str, float]] = {}  # the judges often pick the same candidate
+    stats = _all_pick_stats(cands)  # the judges often pick the same candidate
     for pk in picks:
         gen, pid = pk["generator"], pk["prompt_id"]
         index = int(pk.get("index", -1))

@@ -17,6 +17,7 @@ from analysis.html_report import render_run, sample_section
 from analysis.predictors import figure_title
 from analysis.report import correlation_note, render_markdown
 from analysis.tradeoff import tradeoff_figure
+from bon.errors import BonError
 from bon.runfolder import RunFolder, write_bytes, write_json, write_text
 
 
@@ -75,7 +76,11 @@ def figures_while_computing() -> Iterator[dict[str, Then]]:
     drawn into a scratch folder, removed on leaving the block: :func:`write_report` (called in the block) copies
     them into the report, so nothing reaches the report's folder before it is written (a degenerate analysis
     writes nothing)."""
-    scratch = RunFolder(Path(tempfile.mkdtemp(prefix="bon-figures-")))
+    try:
+        scratch = RunFolder(Path(tempfile.mkdtemp(prefix="bon-figures-")))
+    except OSError as exc:
+        raise BonError(f"{exc.filename or 'TMPDIR'}: cannot create a scratch folder for the figures "
+                       f"({exc.strerror or exc}); set TMPDIR to a writable folder") from None
     try:
         yield {part: Then(partial(_part_figures, scratch, part), JOB_COSTS.get(name, 1.0))
                for name, part in FIGURE_PARTS.items()}

@@ -44,6 +44,26 @@ def test_pick_statistics_by_hand() -> None:
     assert b2.pick_score == 0.0 and b2.win == 0.0 and b2["rank"] == 5.0
 
 
+def test_prompts_computed_together_give_each_candidates_own_statistics() -> None:
+    """prompt_level computes the statistics of all fully scored prompts of one N at once: the same numbers,
+    bit for bit, as one candidate at a time (ties, failed scores, picks outside 0..N-1, N 1 to 9)."""
+    from analysis import bon_metrics
+
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        n = int(rng.integers(1, 10))
+        scores = {("g", f"p{p}", i): {"score": None if rng.random() < 0.05 else float(v)}
+                  for p in range(5) for i, v in enumerate(rng.choice([0.0, 0.5, 1.0, rng.random()], size=n))}
+        picks = [pick(f"j{j}", f"p{p}", int(rng.integers(-1, n + 1))) for p in range(5) for j in range(3)]
+        together = prompt_level(picks, scores, n)
+        for row in together.itertuples():
+            values = bon_metrics.candidate_scores(scores, n)[("g", row.prompt_id)]
+            alone = bon_metrics._pick_stats(values, row.index)
+            for key, value in alone.items():
+                got = getattr(row, key)
+                assert (math.isnan(value) and math.isnan(got)) or got == value, (key, got, value)
+
+
 def test_metrics_point_estimates_and_agreement_with_results_table() -> None:
     picks = [pick("a", "p1", 1), pick("a", "p2", 2), pick("b", "p1", 3), pick("b", "p2", 0)]
     m = bon_metrics(prompt_level(picks, SCORES, n=5), bootstrap=200, seed=0, n=5)
