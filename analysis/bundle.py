@@ -383,6 +383,9 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
         excluded = list(left_out)
         settings = settings_from_prompts(prompts)
+        scoring = scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)),
+                                 stored, (stats.get("identities") or {}).get("verifier"))
+        curves = load_curves(run)
         if meanwhile is not None:
             meanwhile()
         done = finished()
@@ -420,11 +423,9 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         run_dir=run.root, run=run, prompts=prompts, accuracies=acc,
         metrics=with_accuracies(done["metrics"], acc) if "metrics" in done else pd.DataFrame(), accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=pd.DataFrame(), leaderboards=pd.DataFrame(), power=None,
-        curves=load_curves(run), bootstrap=bootstrap, seed=seed, level=level, study=study,
+        curves=curves, bootstrap=bootstrap, seed=seed, level=level, study=study,
         versions=config.get("versions") or {}, stats=stats, tradeoff=run.tradeoff, max_loss=max_loss,
-        headroom=headroom, leakage=lk, samples=done.get("samples"),
-        scoring=scoring_record(study, failure, failure_counts(run.pick_records, stored, failed, prompt_tasks(run)), stored,
-                               (stats.get("identities") or {}).get("verifier")))
+        headroom=headroom, leakage=lk, samples=done.get("samples"), scoring=scoring)
     # independent of one another, each seeded on its own: side by side in forked workers (longest first)
     parts = {
         "correlations": lambda: correlate(excluded, HEADLINE_PERMUTATIONS),

@@ -24,42 +24,56 @@ from bon.runfolder import RunFolder, write_bytes, write_json, write_text
 def write_report(bundle: ReportBundle, out: RunFolder, sample_prompts: int = 1) -> dict[str, Path]:
     """Draw the figures and write every file of the bundle into ``out``; returns what was written.
 
-    Figures drawn during the analysis (:func:`figures_while_computing`) are copied in. The other figures and the
-    sample prompts' thumbnails (``sample_prompts`` per task, unless :func:`analysis.bundle.compute` rendered
-    them) are made by forked workers, one job each
+    Figures drawn during the analysis (:func:`figures_while_computing`) are copied in. What is left to make
+    (the other figures; the sample prompts' thumbnails, ``sample_prompts`` per task, unless
+    :func:`analysis.bundle.compute` rendered them) is made by forked workers, one job each
     (:func:`bon.stages.pool.jobs_started`; ``BON_WORKERS=1``: in this process), while this process writes
     the tables, ``report.json`` and ``report.md`` (which links the figures by file name), then makes the cheapest
-    job when there are more jobs than workers: they are most of a small report's time and independent of each
-    other. ``report.html``, which holds the figures, comes last."""
-    from bon.stages.pool import cpu_workers, jobs_started
+    job when there are more jobs than workers; ``report.html``, which holds the figures, comes last. With
+    nothing left to make (``bon report``, the demo), ``report.md`` and ``report.html`` are written side by side
+    by two workers while this process writes the tables and ``report.json``: they are most of what is left."""
+    from bon.stages.pool import cpu_workers, jobs_started, run_named
 
     out.require_writable()
     out.figures.mkdir(parents=True, exist_ok=True)
-    drawn = {name: paths for made in bundle.then.values() for name, paths in (made or {}).items()}
-    jobs = [job for job in figure_jobs(out, bundle) if job[0] not in drawn]
-    samples = bundle.samples
-    if samples is None:  # not rendered by compute already
+    made = {name: [_copied(path, out.figures) for path in paths]
+            for drawn in bundle.then.values() for name, paths in (drawn or {}).items()}
+    jobs = [job for job in figure_jobs(out, bundle) if job[0] not in made]
+    if bundle.samples is None:  # not rendered by compute already
         jobs.append((SAMPLES, lambda: sample_section(bundle, sample_prompts)))
+    numbers = bundle.payload()
+    if not jobs:
+        bundle.figures = made
+        run_named({"markdown": lambda: write_text(out.report, render_markdown(bundle, out)),
+                   "html": lambda: write_text(out.report_html, render_run(bundle, sample_prompts, bundle.samples, numbers))},
+                  meanwhile=lambda: _write_numbers(bundle, out, numbers))
+        return _written(bundle, out)
     jobs.sort(key=lambda job: -JOB_COSTS.get(job[0], 1.0))  # the costliest first: the workers finish together
     # more jobs than workers: this process draws the cheapest itself once its files are written (it would only wait)
     own = jobs[-1:] if 1 < cpu_workers(len(jobs)) < len(jobs) else []
     forked = jobs[:len(jobs) - len(own)]
-    written: dict[str, Path] = {}
     with jobs_started(lambda i: forked[i][1](), len(forked), cpu_workers(len(forked))) as results:
-        for name, table in bundle.tables().items():
-            written[name] = getattr(out, name)
-            write_text(written[name], table.to_csv(index=False, float_format="%.6g"))
-        numbers = bundle.payload()
-        write_json(out.report_json, numbers)
+        _write_numbers(bundle, out, numbers)
         bundle.figures = {}  # report.md links each figure by its file name in ``out``, fixed before it is drawn
         write_text(out.report, render_markdown(bundle, out))
-        made = {name: [_copied(path, out.figures) for path in paths] for name, paths in drawn.items()}
         made.update((name, draw()) for name, draw in own)
         made.update(zip((name for name, _ in forked), results))
-    samples = made.pop(SAMPLES, samples)
+    samples = made.pop(SAMPLES, bundle.samples)
     bundle.figures = {name: made[name] for name, _ in figure_jobs(out, bundle) if name in made}  # the report's order
     write_text(out.report_html, render_run(bundle, sample_prompts, samples, numbers))
-    return {**written, "json": out.report_json, "markdown": out.report, "html": out.report_html}
+    return _written(bundle, out)
+
+
+def _write_numbers(bundle: ReportBundle, out: RunFolder, numbers: dict) -> None:
+    """Every table's CSV file and ``report.json`` (``numbers``: the bundle's payload)."""
+    for name, table in bundle.tables().items():
+        write_text(getattr(out, name), table.to_csv(index=False, float_format="%.6g"))
+    write_json(out.report_json, numbers)
+
+
+def _written(bundle: ReportBundle, out: RunFolder) -> dict[str, Path]:
+    return {**{name: getattr(out, name) for name in bundle.tables()}, "json": out.report_json,
+            "markdown": out.report, "html": out.report_html}
 
 
 def _copied(path: Path, folder: Path) -> Path:
