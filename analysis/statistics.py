@@ -861,18 +861,41 @@ def permutation_p(stat: str, observed: Sequence[tuple[np.ndarray, np.ndarray]], 
         cleaned.append((x[keep], y[keep]))
     tol = 1e-12
     if len(cleaned) == 1 and len(cleaned[0][0]) <= EXACT_PERMUTATION_MAX_JUDGES:
-        x, y = cleaned[0]
-        perms = all_orderings(len(y))
-        null = COEFFICIENTS[stat](x[None, :], y[perms])
+        perms = all_orderings(len(cleaned[0][1]))
+        null = _permuted(stat, cleaned, [perms])
         return float(np.mean(np.abs(null) >= abs(obs) - tol)), len(perms)
     rng = np.random.default_rng(seed)
-    permuted = []
-    for x, y in cleaned:
-        order = np.argsort(rng.random((permutations, len(y))), axis=1)
-        permuted.append((np.broadcast_to(x, (permutations, len(x))), y[order]))
-    null = _stat(stat, permuted)
+    orders = [np.argsort(rng.random((permutations, len(y))), axis=1) for _, y in cleaned]
+    null = _permuted(stat, cleaned, orders)
     hits = int(np.sum(np.abs(null[np.isfinite(null)]) >= abs(obs) - tol))
     return (1 + hits) / (1 + permutations), permutations
+
+
+def _permuted(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]], orders: Sequence[np.ndarray]) -> np.ndarray:
+    """``_stat`` of every ordering of y's judge labels (row r of ``orders[k]`` reorders block k's y), the same
+    bits: what depends on y alone and is equivariant under reordering (ranks, standardised ranks, the signs of
+    y's pairwise differences) is computed once and reordered, not recomputed per ordering. Blocks: finite x, y."""
+    if stat == "kendall":
+        parts = []
+        for (x, y), order in zip(blocks, orders):
+            i, j = np.triu_indices(len(y), 1)
+            dx = np.nan_to_num(np.sign(x[i] - x[j]))
+            signs = np.nan_to_num(np.sign(y[:, None] - y[None, :])).ravel()
+            dy = signs[order[:, i] * len(y) + order[:, j]]
+            # integer-valued sums: the same whatever the order of summation
+            parts.append((dy @ dx, np.full(len(order), np.abs(dx).sum()), np.full(len(order), np.abs(signs[i * len(y) + j]).sum()),
+                          np.full(len(order), len(y))))
+        return _tau(*(sum(p[k] for p in parts) for k in range(4)))
+    if len(blocks) == 1:
+        (x, y), order = blocks[0], orders[0]
+        if stat == "spearman":  # the ranks of a reordered y are y's ranks reordered
+            return pearson(ranks(x)[None, :], ranks(y)[order])
+        return pearson(x[None, :], y[order])
+    if stat == "spearman":  # standardised ranks: sums of half-integers, exact in any order, so reordering commutes
+        xs = [np.broadcast_to(_zscore(ranks(x)), order.shape) for (x, _), order in zip(blocks, orders)]
+        ys = [_zscore(ranks(y))[order] for (_, y), order in zip(blocks, orders)]
+        return pearson(np.concatenate(xs, -1), np.concatenate(ys, -1))
+    return pooled(stat, [(np.broadcast_to(x, order.shape), y[order]) for (x, y), order in zip(blocks, orders)])
 
 
 @functools.lru_cache(maxsize=None)
