@@ -174,10 +174,26 @@ def no_information(rows: pd.DataFrame) -> str | None:
     if rows.empty:
         return None
     informed = rows["informed"] if "informed" in rows else pd.Series(True, index=rows.index)
-    calls, missing = int(rows["calls"].sum()), int(rows["missing"].sum())
+    return _no_information(int(rows["calls"].sum()), int(rows["missing"].sum()), bool(informed.astype(bool).any()))
+
+
+def no_information_by_judge(rows: pd.DataFrame, judges: Sequence[str]) -> list[str | None]:
+    """:func:`no_information` of each judge's rows (None for a judge without rows), from the table's arrays."""
+    who = pd.Index(list(judges)).get_indexer(rows["judge"])
+    calls, missing = rows["calls"].to_numpy(), rows["missing"].to_numpy()
+    informed = rows["informed"].to_numpy(bool) if "informed" in rows else np.ones(len(rows), bool)
+    out: list[str | None] = []
+    for j in range(len(judges)):
+        mine = who == j
+        out.append(_no_information(int(calls[mine].sum()), int(missing[mine].sum()), bool(informed[mine].any()))
+                   if mine.any() else None)
+    return out
+
+
+def _no_information(calls: int, missing: int, informed: bool) -> str | None:
     if calls and missing >= calls:
         return f"no information: every verdict missing ({missing} of {calls} calls)"
-    if not informed.astype(bool).any():
+    if not informed:
         return "no information: every match a tie (decided by the seeded coin)"
     return None
 
@@ -342,22 +358,56 @@ def weighted_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def percentile_ci(replicates: np.ndarray, level: float = 0.95, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval over finite replicates (NaN where none is finite)."""
     alpha = (1.0 - level) / 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is what we want
-        lo = np.nanquantile(replicates, alpha, axis=axis)
-        hi = np.nanquantile(replicates, 1.0 - alpha, axis=axis)
-    return lo, hi
+    return nanquantiles(replicates, (alpha, 1.0 - alpha), axis)
+
+
+def nanquantiles(values: np.ndarray, probs: Sequence[float], axis: int = 0) -> tuple[np.ndarray, ...]:
+    """``np.nanquantile(values, p, axis)`` (linear method) for each p, the same bits: one sort along ``axis``
+    for every p, where numpy sorts each slice apart in a Python loop (``apply_along_axis``) once per p."""
+    values = np.asarray(values, float)
+    if values.ndim < 2:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: NaN, which is what we want
+            return tuple(np.nanquantile(values, p, axis=axis) for p in probs)
+    ordered = np.sort(np.moveaxis(values, axis, -1), axis=-1)  # NaN sorts last, after the values it leaves out
+    n = (~np.isnan(ordered)).sum(-1)
+    out = []
+    for p in probs:  # numpy's _quantile on the slice without its NaN: (n - 1) p, floor, lerp
+        virtual = (n - 1) * float(p)
+        below = np.floor(virtual)
+        top = virtual >= n - 1  # at or past the last value: that value, at index -1 of the NaN-free slice
+        previous = np.where(top, n - 1, below).astype(np.intp)
+        following = np.where(top, n - 1, below + 1).astype(np.intp)
+        gamma = virtual - np.where(top, -1.0, below)
+        a = np.take_along_axis(ordered, np.maximum(previous, 0)[..., None], -1)[..., 0]
+        b = np.take_along_axis(ordered, np.maximum(following, 0)[..., None], -1)[..., 0]
+        diff = b - a
+        with np.errstate(invalid="ignore"):
+            result = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+        out.append(np.where(n > 0, result, np.nan))
+    return tuple(out)
 
 
 def setting_matrix(prompts: pd.DataFrame, column: str, judges: Sequence[str], prompt_ids: Sequence[str]) -> np.ndarray:
     """Judges x prompts matrix of ``column`` for one setting (NaN where a judge has no such pick)."""
+    return setting_matrices(prompts, (column,), judges, prompt_ids)[column]
+
+
+def setting_matrices(prompts: pd.DataFrame, columns: Iterable[str], judges: Sequence[str],
+                     prompt_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """:func:`setting_matrix` of each column, the rows' judge and prompt looked up once for all of them."""
     rows = pd.Index(list(judges)).get_indexer(prompts["judge"])
     cols = pd.Index(list(prompt_ids)).get_indexer(prompts["prompt_id"])
-    values = pd.to_numeric(prompts[column], errors="coerce").to_numpy(float)
-    out = np.full((len(judges), len(prompt_ids)), np.nan)
-    keep = (rows >= 0) & (cols >= 0) & ~np.isnan(values)
-    cells, first = np.unique((rows * len(prompt_ids) + cols)[keep], return_index=True)
-    out.flat[cells] = values[keep][first]  # the first value of each cell, skipping NaN (pivot_table's "first")
+    found = (rows >= 0) & (cols >= 0)
+    cell = rows * len(prompt_ids) + cols
+    out = {}
+    for column in columns:
+        values = pd.to_numeric(prompts[column], errors="coerce").to_numpy(float)
+        matrix = np.full((len(judges), len(prompt_ids)), np.nan)
+        keep = found & ~np.isnan(values)
+        cells, first = np.unique(cell[keep], return_index=True)
+        matrix.flat[cells] = values[keep][first]  # the first value of each cell, skipping NaN (pivot_table's "first")
+        out[column] = matrix
     return out
 
 
@@ -373,11 +423,10 @@ def iter_settings(prompts: pd.DataFrame):
     """Each (task, generator, strategy) of prompt-level rows, tasks in the paper's order, with its rows,
     its judges (first-seen order) and its sorted prompt ids."""
     order = {t: i for i, t in enumerate(task_order(prompts["task"]))}
-    keys = sorted(prompts.groupby(["task", "generator", "strategy"], sort=False).groups,
-                  key=lambda k: (order[k[0]], k[1], k[2]))
-    for task, gen, strategy in keys:
-        sub = prompts[(prompts.task == task) & (prompts.generator == gen) & (prompts.strategy == strategy)]
-        yield task, gen, strategy, sub, list(dict.fromkeys(sub["judge"])), sorted(set(sub["prompt_id"]))
+    rows = prompts.groupby(["task", "generator", "strategy"], sort=False).indices  # key -> its row positions, in order
+    for task, gen, strategy in sorted(rows, key=lambda k: (order[k[0]], k[1], k[2])):
+        sub = prompts.take(rows[task, gen, strategy])
+        yield task, gen, strategy, sub, list(sub["judge"].unique()), sorted(sub["prompt_id"].unique())
 
 
 def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
@@ -388,42 +437,52 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
     rows = []
     for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
         ci = setting_intervals(sub, judges, pids, seed, task, gen, bootstrap, level)
+        who = pd.Index(judges).get_indexer(sub["judge"])
+        cols = {c: pd.to_numeric(sub[c], errors="coerce").to_numpy(float)
+                for c in ("pick_score", "random_score", "oracle_score", "win", "rank", "hit")}
+        cols.update({c: sub[c].to_numpy() for c in ("n_scored", "calls", "missing")})
         for j, judge in enumerate(judges):
-            mine = sub[sub.judge == judge]
-            bon = _mean(mine["pick_score"])
-            scored = mine[mine["pick_score"].notna()]  # random and oracle over the prompts BoN averages
-            rnd, orc = _mean(scored["random_score"]), _mean(scored["oracle_score"])
+            mine = {c: v[who == j] for c, v in cols.items()}  # the judge's rows, in the table's order
+            scored = ~np.isnan(mine["pick_score"])  # random and oracle over the prompts BoN averages
+            bon = _finite_mean(mine["pick_score"])
+            rnd, orc = _finite_mean(mine["random_score"][scored]), _finite_mean(mine["oracle_score"][scored])
             span = orc - rnd
-            ranks = mine["rank"].to_numpy(float)
-            denom = mine["n_scored"].to_numpy(float) - 1.0
+            ranks = mine["rank"]
+            denom = mine["n_scored"].astype(float) - 1.0
             with np.errstate(invalid="ignore", divide="ignore"):
                 norm = np.where(denom > 0, (ranks - 1.0) / np.where(denom > 0, denom, 1.0), np.nan)
+            count = len(ranks)
             calls = int(mine["calls"].sum())
             rows.append({
-                "task": task, "generator": gen, "judge": judge, "strategy": strategy, "prompts": len(mine),
-                "n": n if n is not None else int(mine["n_scored"].max() if len(mine) else 0),
+                "task": task, "generator": gen, "judge": judge, "strategy": strategy, "prompts": count,
+                "n": n if n is not None else int(mine["n_scored"].max() if count else 0),
                 "bon_score": bon, "bon_lo": ci["bon"][0][j], "bon_hi": ci["bon"][1][j],
                 "random_score": rnd, "oracle_score": orc,
                 "gain": bon - rnd, "gain_lo": ci["gain"][0][j], "gain_hi": ci["gain"][1][j],
                 "recovery": (bon - rnd) / span if abs(span) > 1e-12 else math.nan,
                 "recovery_lo": ci["recovery"][0][j], "recovery_hi": ci["recovery"][1][j],
-                "win_rate": _mean(mine["win"]), "win_lo": ci["win"][0][j], "win_hi": ci["win"][1][j],
-                "mean_rank": _mean(mine["rank"]), "norm_rank": _mean(pd.Series(norm)),
-                "oracle_hit": _mean(mine["hit"]), "unscored_picks": int(mine["pick_score"].isna().sum()),
-                "judge_calls": calls, "calls_per_prompt": calls / len(mine) if len(mine) else math.nan,
+                "win_rate": _finite_mean(mine["win"]), "win_lo": ci["win"][0][j], "win_hi": ci["win"][1][j],
+                "mean_rank": _finite_mean(ranks), "norm_rank": _finite_mean(norm),
+                "oracle_hit": _finite_mean(mine["hit"]), "unscored_picks": int((~scored).sum()),
+                "judge_calls": calls, "calls_per_prompt": calls / count if count else math.nan,
                 "missing_verdicts": int(mine["missing"].sum()),
             })
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
+INTERVAL_COLUMNS = ("pick_score", "random_score", "oracle_score", "win")  # what setting_intervals resamples
+
+
 def setting_intervals(sub: pd.DataFrame, judges: list[str], pids: list[str], seed: int, task: str, gen: str,
-                       bootstrap: int, level: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates)."""
+                      bootstrap: int, level: float, matrices: Mapping[str, np.ndarray] | None = None
+                      ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Percentile intervals over prompts of BoN, gain, recovery and win rate per judge (NaN without replicates).
+    ``matrices``: the setting's :func:`setting_matrices` of :data:`INTERVAL_COLUMNS`, when the caller has them."""
     if bootstrap <= 0:
         nan = np.full(len(judges), np.nan)
         return {name: (nan, nan) for name in ("bon", "gain", "recovery", "win")}
     w = prompt_weights(seed, task, gen, len(pids), bootstrap)
-    mats = {c: setting_matrix(sub, c, judges, pids) for c in ("pick_score", "random_score", "oracle_score", "win")}
+    mats = dict(matrices) if matrices is not None else setting_matrices(sub, INTERVAL_COLUMNS, judges, pids)
     for c in ("random_score", "oracle_score"):  # over the prompts whose pick is scored, as BoN
         mats[c] = np.where(np.isfinite(mats["pick_score"]), mats[c], np.nan)
     bon_b, rnd_b, orc_b, win_b = (weighted_means(mats[c], w) for c in ("pick_score", "random_score", "oracle_score", "win"))
@@ -463,7 +522,7 @@ def results_table(picks: Iterable[Mapping[str, Any]], scores: Mapping[ScoreKey, 
     return results_view(metrics)
 
 
-def _mean(values: pd.Series) -> float:
-    v = pd.to_numeric(values, errors="coerce").to_numpy(float)
-    v = v[np.isfinite(v)]
+def _finite_mean(values: np.ndarray) -> float:
+    """The mean of the finite values (NaN without any)."""
+    v = values[np.isfinite(values)]
     return float(v.mean()) if v.size else math.nan

@@ -22,7 +22,6 @@ tell a cheap good-enough judge from an expensive marginally better one.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
 from pathlib import Path
@@ -33,8 +32,9 @@ import pandas as pd
 
 from analysis import leakage
 from analysis.prefilter import cost_text
-from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, no_information, percentile_ci, prompt_level,
-                                  prompt_weights, setting_intervals, setting_matrix, weighted_means)
+from analysis.bon_metrics import (apply_on_failure, failure_policy, iter_settings, no_information_by_judge, percentile_ci, prompt_level,
+                                  prompt_weights, setting_intervals, setting_matrices, weighted_means,
+                                  INTERVAL_COLUMNS)
 from bon.errors import BonError
 from bon.run import Run, as_run
 from bon.seeds import derive_seed
@@ -46,6 +46,7 @@ LEADERBOARD_COLUMNS = [
     "left_out",
 ]
 EXACT_SIGN_FLIP_MAX = 16
+SIGNS = np.array([1.0, -1.0])
 LABEL_RULE = ("label \"not significantly worse\" (tied): the judge's printed 95% interval of the difference to the best "
               "includes 0 (per judge, not adjusted for the judges compared; p (Holm) is); judges left out by the leakage "
               "policy or without information get no label")
@@ -77,14 +78,15 @@ def sign_flip_p(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> 
     if d.size <= EXACT_SIGN_FLIP_MAX:
         return float(np.mean(np.abs(all_signs(d.size) @ d) >= obs - tol))
     rng = np.random.default_rng(seed)
-    signs = rng.choice((1.0, -1.0), size=(permutations, d.size))
+    signs = SIGNS[rng.integers(0, 2, size=(permutations, d.size))]  # rng.choice(SIGNS, ...)'s draws, without its overhead
     return float((1 + np.sum(np.abs(signs @ d) >= obs - tol)) / (1 + permutations))
 
 
 @functools.lru_cache(maxsize=None)
 def all_signs(n: int) -> np.ndarray:
-    """Every choice of n signs (2**n rows), built once per n: each judge pair's exact test reuses it."""
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    """Every choice of n signs (2**n rows, in ``itertools.product((1.0, -1.0), repeat=n)``'s order: row r's k-th
+    sign is -1 where bit n-1-k of r is set), built once per n: each judge pair's exact test reuses it."""
+    signs = 1.0 - 2.0 * ((np.arange(2 ** n)[:, None] >> np.arange(n - 1, -1, -1)) & 1)
     signs.flags.writeable = False
     return signs
 
@@ -119,17 +121,26 @@ def leaderboard(prompts: pd.DataFrame, task: str, generator: str, strategy: str 
     strategies = sorted(set(sub.strategy))
     if len(strategies) > 1:
         raise BonError(f"{task}/{generator} has picks of several strategies ({', '.join(strategies)}); choose one")
-    strategy = strategies[0]
-    judges = list(dict.fromkeys(sub["judge"]))
-    pids = sorted(set(sub["prompt_id"]))
-    scores = setting_matrix(sub, "pick_score", judges, pids)
-    rnd = setting_matrix(sub, "random_score", judges, pids)
-    calls = setting_matrix(sub, "calls", judges, pids)
-    ci = setting_intervals(sub, judges, pids, seed, task, generator, bootstrap, level)  # as in the metrics table
+    return setting_leaderboard(sub, task, generator, strategies[0], list(sub["judge"].unique()),
+                               sorted(sub["prompt_id"].unique()), stats, accuracies, bootstrap, seed, level,
+                               permutations, excluded)
+
+
+def setting_leaderboard(sub: pd.DataFrame, task: str, generator: str, strategy: str, judges: list[str],
+                        pids: list[str], stats: Mapping[str, Any] | None = None,
+                        accuracies: Mapping[str, float] | None = None, bootstrap: int = 2000, seed: int = 0,
+                        level: float = 0.95, permutations: int = 10000,
+                        excluded: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """:func:`leaderboard` of one setting's rows (one of :func:`analysis.bon_metrics.iter_settings`), its judges in
+    first-seen order and its sorted prompt ids."""
+    excluded = dict(excluded or {})
+    mats = setting_matrices(sub, (*INTERVAL_COLUMNS, "calls"), judges, pids)
+    scores, rnd, calls = mats["pick_score"], mats["random_score"], mats["calls"]
+    ci = setting_intervals(sub, judges, pids, seed, task, generator, bootstrap, level, mats)  # as in the metrics table
     with np.errstate(invalid="ignore"):
         bon = np.nanmean(np.where(np.isfinite(scores), scores, np.nan), 1)
         gain = bon - np.nanmean(rnd, 1)
-    uninformed = [no_information(sub[sub.judge == judge]) for judge in judges]
+    uninformed = no_information_by_judge(sub, judges)
     best = _best(bon, [why or excluded.get(judge) for judge, why in zip(judges, uninformed)])
     if best is None:  # every informed judge is left out by the leakage policy: the best of those, flagged
         best = _best(bon, uninformed)
@@ -188,12 +199,13 @@ def all_leaderboards(prompts: pd.DataFrame, stats: Mapping[str, Any] | None = No
     if prompts.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
     parts = []
-    for task, gen, strategy, *_ in iter_settings(prompts):
+    for task, gen, strategy, sub, judges, pids in iter_settings(prompts):
         acc = None
         if accuracies is not None and not accuracies.empty:
             a = accuracies[accuracies.task == task]
             acc = dict(zip(a["judge"], a["accuracy"]))
-        parts.append(leaderboard(prompts, task, gen, strategy, stats, acc, bootstrap, seed, level, excluded=excluded))
+        parts.append(setting_leaderboard(sub, task, gen, strategy, judges, pids, stats, acc, bootstrap, seed, level,
+                                         excluded=excluded))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import io
 import math
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,6 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
-from matplotlib.transforms import Bbox
 
 from analysis.statistics import pearson, spearman
 from bon.content import TASKS
@@ -57,15 +57,73 @@ def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi:
         # once more first; the layout is final, so the files are the same without it
         fig.set_layout_engine(None)
     written = []
-    for fmt in formats:
-        target = Path(path).with_suffix("." + fmt)
-        buffer = io.BytesIO()
-        with rc_context({"svg.fonttype": "none", "svg.hashsalt": "bon"}):
-            fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None,
-                        **({"pil_kwargs": {"compress_level": PNG_COMPRESSION}} if fmt == "png" else {}))
-        write_bytes(target, buffer.getvalue())
-        written.append(target)
+    with settled(fig):  # the layout is final: each draw would place the same ticks and lay out the same texts
+        for fmt in formats:
+            target = Path(path).with_suffix("." + fmt)
+            buffer = io.BytesIO()
+            with rc_context({"svg.fonttype": "none", "svg.hashsalt": "bon"}):
+                fig.savefig(buffer, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None,
+                            **({"pil_kwargs": {"compress_level": PNG_COMPRESSION}} if fmt == "png" else {}))
+            write_bytes(target, buffer.getvalue())
+            written.append(target)
     return written
+
+
+@contextmanager
+def settled(fig: Figure) -> Iterator[None]:
+    """Within the block, nothing in ``fig`` moves, is rescaled or changes its text (a layout's measurements, or
+    the saves once the layout is final): each axis places its ticks once, and each text is laid out once per
+    renderer, instead of at every use.
+
+    Measuring or drawing an Axes asks each axis for its ticks several times (its own box, each spine, the axis
+    label's and the title's position, then the draw), and lays out each tick label, title and legend entry as
+    often: every time, the locator and formatter run again, every tick is moved to where it already is, and
+    every line of text is shaped again. With nothing changed in the block, the first answer is every later one
+    (``Axis._update_ticks`` and ``Text._get_layout``: should matplotlib rename them, this does nothing and the
+    figure is the same, only slower)."""
+    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
+    for axis in axes:
+        axis._update_ticks = _placed_once(axis._update_ticks)  # an instance attribute: this figure's axes only
+        axis._update_ticks()  # the ticks and their labels exist from here on
+    texts = fig.findobj(Text)
+    for text in texts:
+        text._get_layout = _laid_out_once(text)
+    try:
+        yield
+    finally:
+        for artist in (*axes, *texts):
+            artist.__dict__.pop("_update_ticks", None)
+            artist.__dict__.pop("_get_layout", None)
+
+
+def _placed_once(place: Callable[[], list]) -> Callable[[], list]:
+    """``place`` remembering the ticks it returned (a fresh list each time: callers may keep it)."""
+    placed: list[list] = []
+
+    def once() -> list:
+        if not placed:
+            placed.append(place())
+        return list(placed[0])
+
+    return once
+
+
+def _laid_out_once(text: Text) -> Callable[[Any], Any]:
+    """``text._get_layout`` remembering its layout (a box relative to the text's position, and its lines) per
+    renderer and dpi, and per string, font, rotation and alignment in case one of them changes."""
+    lay_out = text._get_layout
+    layouts: dict[tuple, Any] = {}
+
+    def laid_out(renderer: Any) -> Any:
+        if text.get_wrap():  # the wrapped lines depend on where the text is
+            return lay_out(renderer)
+        key = (renderer, text.figure.dpi, text.get_text(), text.get_rotation(), text.get_rotation_mode(),
+               text.get_horizontalalignment(), text.get_verticalalignment(), hash(text.get_fontproperties()))
+        if key not in layouts:
+            layouts[key] = lay_out(renderer)
+        return layouts[key]
+
+    return laid_out
 
 
 def tight_layout(fig: Figure, rect: tuple[float, float, float, float], **pads: float) -> None:
@@ -78,7 +136,8 @@ def tight_layout(fig: Figure, rect: tuple[float, float, float, float], **pads: f
     for ax in axes:
         ax.get_tightbbox = _measured_once(ax.get_tightbbox)  # an instance attribute: this figure's Axes only
     try:
-        fig.tight_layout(rect=rect, **pads)
+        with settled(fig):  # nothing moves until the layout is applied, after the last measurement
+            fig.tight_layout(rect=rect, **pads)
     finally:
         for ax in axes:
             del ax.get_tightbbox
@@ -273,29 +332,31 @@ def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], renderer:
         return
     to_pt = ax.figure.dpi / 72.0
     frame = ax.get_window_extent(renderer)
+    area = tuple(frame.extents.tolist())
     anchors = ax.transData.transform([(x, y) for x, y, _, _ in labels])
     r = 4.5 * to_pt  # marker half-size in pixels
-    obstacles = [Bbox.from_extents(px - r, py - r, px + r, py + r) for px, py in anchors]
+    obstacles = [(px - r, py - r, px + r, py + r) for px, py in anchors.tolist()]  # boxes as (x0, y0, x1, y1)
     legend = ax.get_legend()
-    inside = legend is not None and _overlap(legend.get_window_extent(renderer), frame) > 0
+    inside = legend is not None and _overlap(legend.get_window_extent(renderer).extents.tolist(), area) > 0
     if inside:  # pin the legend where it is, so the labels placed around it don't move it
         box = legend.get_window_extent(renderer)
         corner = tuple(ax.transAxes.inverted().transform((box.x0, box.y0)))
         legend.set_loc(corner) if hasattr(legend, "set_loc") else setattr(legend, "_loc", corner)
-        obstacles.append(box)
+        obstacles.append(tuple(box.extents.tolist()))
     order = sorted(range(len(labels)), key=lambda i: (-anchors[i][1], anchors[i][0]))
     for i in order:
         x, y, name, colour = labels[i]
         t = Text(0, 0, name, fontsize=7)
         t.set_figure(ax.figure)
+        t._get_layout = _laid_out_once(t)  # tried at up to 28 places, in 4 alignments
         best = None
         for n, (dx, dy) in enumerate(_NEAR + _FAR):
             ha, va = ("left" if dx > 0 else "right"), ("bottom" if dy > 0 else "top")
             t.set_position((anchors[i][0] + dx * to_pt, anchors[i][1] + dy * to_pt))
             t.set_ha(ha)
             t.set_va(va)
-            box = t.get_window_extent(renderer)
-            cost = sum(_overlap(box, o) for o in obstacles) + 3 * (box.width * box.height - _overlap(box, frame))
+            box = tuple(t.get_window_extent(renderer).extents.tolist())
+            cost = sum(_overlap(box, o) for o in obstacles) + 3 * ((box[2] - box[0]) * (box[3] - box[1]) - _overlap(box, area))
             if best is None or cost < best[0] - 1e-9:
                 best = (cost, dx, dy, ha, va, box)
             if cost == 0:
@@ -316,7 +377,8 @@ def _darker(colour: str, amount: float = 0.35) -> tuple[float, float, float]:
     return tuple(c * (1.0 - amount) for c in to_rgb(colour))
 
 
-def _overlap(a: Bbox, b: Bbox) -> float:
-    w = min(a.x1, b.x1) - max(a.x0, b.x0)
-    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+def _overlap(a: Sequence[float], b: Sequence[float]) -> float:
+    """The area two boxes given as ``(x0, y0, x1, y1)`` share."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
     return w * h if w > 0 and h > 0 else 0.0

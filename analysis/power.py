@@ -110,9 +110,10 @@ def simulate_cell(model: dict[str, float], judges: int, prompts: int, pairs: int
     # the analysis of each simulated study: judges resampled, both measurements redrawn
     x_se = np.sqrt(np.clip(x_obs * (100.0 - x_obs), 1.0, None) / pairs)
     idx = rng.integers(0, judges, (sims, bootstrap, judges))
-    xb = np.take_along_axis(np.broadcast_to(x_obs[:, None, :], idx.shape), idx, 2)
-    yb = np.take_along_axis(np.broadcast_to(y_obs[:, None, :], idx.shape), idx, 2)
-    xb = xb + rng.standard_normal(idx.shape) * np.take_along_axis(np.broadcast_to(x_se[:, None, :], idx.shape), idx, 2)
+    drawn = idx + judges * np.arange(sims)[:, None, None]  # flat positions in the sims x judges arrays, used thrice
+    xb = x_obs.ravel()[drawn]
+    yb = y_obs.ravel()[drawn]
+    xb = xb + rng.standard_normal(idx.shape) * x_se.ravel()[drawn]
     yb = yb + rng.standard_normal(idx.shape) * y_se
     r = pearson(xb, yb)
     r_obs = pearson(x_obs, y_obs)

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import stdtrit  # Student t quantiles (scipy.stats takes a second to import)
 
-from analysis.bon_metrics import multinomial_weights, task_order
+from analysis.bon_metrics import multinomial_weights, nanquantiles, task_order
 from analysis.statistics import JudgeAxis, Setting, pooled, spearman
 from bon.seeds import derive_seed
 
@@ -193,10 +193,8 @@ def fit_lines(data: GainData, keep: np.ndarray, seed: int = 0, level: float = LE
         ps, pi = _line(np.broadcast_to(data.x, counts.shape), np.broadcast_to(data.y, counts.shape), counts)
     else:
         ps, pi = _line(data.xb[None], data.yb[None], counts)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo = np.nanquantile(bs, 0.5 - level / 2.0, axis=1) if bs.size else np.full(len(keep), np.nan)
-        hi = np.nanquantile(bs, 0.5 + level / 2.0, axis=1) if bs.size else np.full(len(keep), np.nan)
+    lo, hi = (nanquantiles(bs, (0.5 - level / 2.0, 0.5 + level / 2.0), axis=1) if bs.size
+              else (np.full(len(keep), np.nan),) * 2)
     xs = np.where(keep, data.x, np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
