@@ -150,10 +150,18 @@ COEFFICIENTS = {"pearson": pearson, "spearman": spearman, "kendall": kendall}
 
 
 def _zscore(v: np.ndarray) -> np.ndarray:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mu = np.nanmean(v, -1, keepdims=True)
-        sd = np.nanstd(v, -1, keepdims=True)
+    if v.ndim and v.dtype == np.float64 and v.flags.c_contiguous and not np.isnan(v).any():
+        # nothing to leave out: np.nanmean's and np.nanstd's own sums, divisions and root, without their masks
+        n = v.shape[-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = np.sum(v, -1, keepdims=True) / n
+            centred = v - mu
+            sd = np.sqrt(np.sum(centred * centred, -1, keepdims=True) / n)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mu = np.nanmean(v, -1, keepdims=True)
+            sd = np.nanstd(v, -1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(sd > 1e-12 * (np.abs(mu) + 1.0), (v - mu) / sd, np.nan)
 
@@ -889,13 +897,38 @@ def _permuted(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]], orders
     if len(blocks) == 1:
         (x, y), order = blocks[0], orders[0]
         if stat == "spearman":  # the ranks of a reordered y are y's ranks reordered
-            return pearson(ranks(x)[None, :], ranks(y)[order])
-        return pearson(x[None, :], y[order])
+            return _pearson_fixed_x(ranks(x), ranks(y)[order])
+        return _pearson_fixed_x(x, y[order])
     if stat == "spearman":  # standardised ranks: sums of half-integers, exact in any order, so reordering commutes
-        xs = [np.broadcast_to(_zscore(ranks(x)), order.shape) for (x, _), order in zip(blocks, orders)]
+        xs = [_zscore(ranks(x)) for x, _ in blocks]
         ys = [_zscore(ranks(y))[order] for (_, y), order in zip(blocks, orders)]
-        return pearson(np.concatenate(xs, -1), np.concatenate(ys, -1))
-    return pooled(stat, [(np.broadcast_to(x, order.shape), y[order]) for (x, y), order in zip(blocks, orders)])
+    else:  # pooled Pearson: each block's x and y standardised within the block, as pooled() does
+        xs = [_zscore(x) for x, _ in blocks]
+        ys = [_zscore(y[order]) for (_, y), order in zip(blocks, orders)]
+    # pooled() joins x's rows as broadcast blocks: a column-major matrix, whose row sums run column by column;
+    # two such rows sum as every row of it does
+    rows = np.concatenate([np.broadcast_to(x, (2, len(x))) for x in xs], -1)
+    return _pearson_fixed_x(rows, np.concatenate(ys, -1))
+
+
+def _pearson_fixed_x(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``pearson(x, y)`` of one row x (judges; or a few equal rows laid out as the full matrix would be) beside
+    many rows y, the same bits: x's sums, the same in every row, are summed once."""
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return pearson(np.broadcast_to(x[(0,) * (x.ndim - 1)], y.shape), y)
+    n = x.shape[-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = np.sum(x, -1, keepdims=True) / n
+        my = np.sum(y, -1) / n
+    xc = x - mx
+    yc = y - my[..., None]
+    sxx, syy = (xc * xc).sum(-1)[(0,) * (x.ndim - 1)], (yc * yc).sum(-1)
+    sxx = 0.0 if sxx <= 1e-20 * np.sum(x * x, -1)[(0,) * (x.ndim - 1)] + 1e-300 else sxx  # as _moments
+    xc = xc[(0,) * (x.ndim - 1)]
+    syy = np.where(syy <= 1e-20 * np.sum(y * y, -1) + 1e-300, 0.0, syy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (xc * yc).sum(-1) / np.sqrt(sxx * syy)
+    return np.where((n >= 3) & (sxx > 0) & (syy > 0), np.clip(r, -1.0, 1.0), np.nan)
 
 
 @functools.lru_cache(maxsize=None)

@@ -199,3 +199,23 @@ def test_judge_costs_prefer_the_selection_stage() -> None:
     c = judge_costs(stats)
     assert c["a"] == {"usd_per_call": pytest.approx(0.05), "seconds_per_call": pytest.approx(0.25)}
     assert math.isnan(c["b"]["usd_per_call"])
+
+
+def test_nanquantiles_and_sign_table_are_numpys_and_itertools_own() -> None:
+    """The percentile intervals' one-sort quantiles give np.nanquantile's bits (NaN gaps, ties, all-NaN columns,
+    one value), and the exact sign-flip table is itertools.product's."""
+    from analysis.bon_metrics import nanquantiles
+    from analysis.leaderboard import all_signs
+
+    rng = np.random.default_rng(0)
+    values = np.round(rng.normal(size=(41, 6)), 1)
+    values[rng.random(values.shape) < 0.3] = np.nan
+    values[:, 0], values[1:, 1] = np.nan, np.nan
+    probs = (0.025, 0.975, 0.1, 0.5, 0.0, 1.0)
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        expected = [np.nanquantile(values, p, axis=0) for p in probs]
+    for axis, data in ((0, values), (1, values.T)):
+        for got, want in zip(nanquantiles(data, probs, axis), expected):
+            assert np.array_equal(got, want, equal_nan=True)
+    for n in (1, 5, 11):
+        assert np.array_equal(all_signs(n), np.array(list(itertools.product((1.0, -1.0), repeat=n))))

@@ -311,3 +311,23 @@ def test_leave_one_out_drops_every_judge_at_once_exactly_as_one_at_a_time() -> N
             expected = (min(values), max(values), who[int(np.argmax([abs(v - full) for v in values]))]) if values else None
             got = _leave_one_out(stat, blocks, present)
             assert (got if values else None) == expected, (trial, stat)
+
+
+def test_permuted_null_is_bit_for_bit_the_coefficient_of_each_ordering() -> None:
+    """permutation_p reorders y's ranks, standardised ranks and pairwise signs instead of recomputing them per
+    ordering, and sums x once: every null value must be the same float as the coefficient of that ordering."""
+    from analysis.statistics import _permuted, _stat
+
+    rng = np.random.default_rng(3)
+    for case in range(12):
+        blocks, orders = [], []
+        for _ in range(1 + case % 3):  # one setting, or pooled over two or three
+            n = int(rng.integers(4, 10))
+            x, y = rng.normal(60, 8, n), rng.normal(0.5, 0.1, n)
+            if case % 2:  # ties on both axes
+                x, y = np.round(x / 4) * 4, np.round(y * 20) / 20
+            blocks.append((x, y))
+            orders.append(np.argsort(rng.random((300, n)), axis=1))
+        for stat in ("pearson", "spearman", "kendall"):
+            direct = _stat(stat, [(np.broadcast_to(x, o.shape), y[o]) for (x, y), o in zip(blocks, orders)])
+            assert np.array_equal(_permuted(stat, blocks, orders), direct, equal_nan=True), (case, stat)
