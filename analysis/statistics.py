@@ -70,8 +70,8 @@ def _moments(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """Co-moment, both sums of squares and counts over jointly finite entries. Without a missing entry
     the NaN-aware sums and masks are skipped: the same sums, in the same order, so the same bits."""
     x, y, m = _joint(x, y)
-    n = m.sum(-1)
     complete = bool(m.all())
+    n = np.full(m.shape[:-1], m.shape[-1]) if complete else m.sum(-1)
     total = np.sum if complete else np.nansum
     with np.errstate(invalid="ignore", divide="ignore"):
         mx = total(x, -1) / n
@@ -79,10 +79,26 @@ def _moments(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     xc = x - mx[..., None] if complete else np.where(m, x - mx[..., None], 0.0)
     yc = y - my[..., None] if complete else np.where(m, y - my[..., None], 0.0)
     sxx, syy = (xc * xc).sum(-1), (yc * yc).sum(-1)
-    # relative tolerance: a constant vector's centred values are rounding noise, not spread
-    sxx = np.where(sxx <= 1e-20 * total(x * x, -1) + 1e-300, 0.0, sxx)
-    syy = np.where(syy <= 1e-20 * total(y * y, -1) + 1e-300, 0.0, syy)
+    sxx = _spread(sxx, x, mx, n, total, complete)
+    syy = _spread(syy, y, my, n, total, complete)
     return (xc * yc).sum(-1), sxx, syy, n
+
+
+def _spread(centred: np.ndarray, v: np.ndarray, mean: np.ndarray, n: np.ndarray, total: Any, complete: bool) -> np.ndarray:
+    """The centred sums of squares with rounding noise set to 0 (a relative tolerance: a constant vector's centred
+    values are noise, not spread): 0 where ``centred <= 1e-20 * total(v * v) + 1e-300``. Without gaps, in
+    row-major rows, the sum of squares is only summed where it could matter: it is at most 4 (centred + n mean²)
+    (Cauchy-Schwarz, with room for rounding), and above 1e-20 times that bound the answer is already known."""
+    if complete and v.ndim > 1 and v.flags.c_contiguous:
+        with np.errstate(over="ignore", invalid="ignore"):
+            unsure = ~(centred > 1e-20 * (4.0 * (centred + n * mean * mean)) + 1e-300)
+        if not unsure.any():
+            return centred
+        out = centred.copy()
+        rows = v[unsure]  # each row's sum as in the whole matrix: rows of a row-major matrix sum alike
+        out[unsure] = np.where(centred[unsure] <= 1e-20 * np.sum(rows * rows, -1) + 1e-300, 0.0, centred[unsure])
+        return out
+    return np.where(centred <= 1e-20 * total(v * v, -1) + 1e-300, 0.0, centred)
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
