@@ -353,12 +353,38 @@ class JudgeAxis:
     excluded: dict[str, list[str]] = field(default_factory=dict)  # task -> excluded prompt sources
     dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> pairs left out as leaks (analysis.leakage)
 
+    _cells: tuple = field(default=(None, None), repr=False, compare=False)  # (the table, its task -> judge -> row)
+
+    def _rows(self) -> dict[Any, dict[Any, tuple[float, float]]] | None:
+        """task -> judge -> (accuracy, n_pairs as a number or NaN) of the table, read once per table (the analyses
+        ask for them dozens of times); None when a (judge, task) repeats (then the table is asked each time)."""
+        table, rows = self._cells
+        if table is not self.table:
+            rows = {}
+            counts = pd.to_numeric(self.table["n_pairs"], errors="coerce").tolist()
+            for task, judge, acc, count in zip(self.table["task"], self.table["judge"], self.table["accuracy"], counts):
+                if judge in rows.setdefault(task, {}):
+                    rows = None
+                    break
+                rows[task][judge] = (acc, count)
+            self._cells = (self.table, rows)
+        return rows
+
     def accuracy(self, task: str, judges: Sequence[str]) -> np.ndarray:
+        rows = self._rows()
+        if rows is not None:
+            mine = rows.get(task, {})
+            return np.array([float(mine[j][0]) if j in mine else np.nan for j in judges])
         sub = self.table[self.table.task == task].set_index("judge")["accuracy"]
         return np.array([float(sub.get(j, np.nan)) for j in judges])
 
     def n_pairs(self, task: str, judges: Sequence[str]) -> int:
         """Pairs behind the accuracies of these judges (the most any of them was scored on)."""
+        rows = self._rows()
+        if rows is not None:
+            mine = rows.get(task, {})
+            vals = [mine[j][1] for j in dict.fromkeys(judges) if j in mine and not pd.isna(mine[j][1])]
+            return int(max(vals)) if vals else 0
         sub = self.table[(self.table.task == task) & self.table.judge.isin(list(judges))]
         vals = pd.to_numeric(sub["n_pairs"], errors="coerce").dropna()
         return int(vals.max()) if len(vals) else 0
