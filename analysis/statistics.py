@@ -323,24 +323,36 @@ def pair_outcomes(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str
     same-model when both ``model_name`` agree."""
     same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
     judges = list(judgments)
-    correct, counted, consistent, both, bad = (np.zeros((len(judges), len(pairs))) for _ in range(5))
-    for j, judge in enumerate(judges):
-        for q, pair in enumerate(pairs):
-            entry = judgments[judge].get(pair.id)
-            entry = entry if isinstance(entry, Mapping) else {}
-            fwd, rev = (mmrb2.first_judgement(entry.get(d)) for d in ("forward", "reverse"))
+    flips = mmrb2.FLIP
+    cells = []  # per judge and pair: correct, counted, consistent, both, bad (plain numbers, one array at the end)
+    for judge in judges:
+        given = judgments[judge]
+        for pair in pairs:
+            entry = given.get(pair.id)
+            if type(entry) is not dict and not isinstance(entry, Mapping):
+                entry = {}
+            fwd, rev = _first_judgement(entry.get("forward")), _first_judgement(entry.get("reverse"))
+            correct = counted = bad = 0
             for answer, flip in ((fwd, False), (rev, True)):
                 if answer is None:
-                    bad[j, q] += 1
+                    bad += 1
                     continue
-                counted[j, q] += 1
-                bad[j, q] += answer not in mmrb2.FLIP
-                correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
-            if fwd in mmrb2.FLIP and rev in mmrb2.FLIP:
-                both[j, q] = 1
-                consistent[j, q] = float(mmrb2.FLIP[rev] == fwd)
-    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted, same,
-                        consistent, both, bad)
+                counted += 1
+                bad += answer not in flips
+                correct += (flips.get(answer, answer) if flip else answer) == pair.chosen
+            both = fwd in flips and rev in flips
+            cells.append((correct, counted, float(flips[rev] == fwd) if both else 0.0, float(both), bad))
+    correct, counted, consistent, both, bad = np.array(cells, float).reshape(len(judges), len(pairs), 5).transpose(2, 0, 1)
+    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct.copy(),
+                        counted.copy(), same, consistent.copy(), both.copy(), bad.copy())
+
+
+def _first_judgement(samples: Any) -> str | None:
+    """:func:`bon.mmrb2.first_judgement`, with its usual case (a list of dicts, as JSON gives) first."""
+    if type(samples) is list and samples and type(samples[0]) is dict:
+        j = samples[0].get("judgement")
+        return j if isinstance(j, str) and j else None
+    return mmrb2.first_judgement(samples)
 
 
 @dataclass
