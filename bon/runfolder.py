@@ -176,6 +176,8 @@ def check_n(config: Path, n: int | None, file: Path, indices: Any) -> None:
 def check_pick(rec: dict[str, Any], where: str, n: int | None) -> None:
     """One line of a picks file: names as text, the chosen index and every match's indices candidates of
     the prompt (0..N-1), never silently dropped or read as another candidate."""
+    if _plain_pick(rec, n):
+        return
     for key in ("judge", "generator", "prompt_id", "task"):
         if not isinstance(rec.get(key), str):
             raise BonError(f"{where}: {key} must be text, got {rec.get(key)!r:.60}")
@@ -190,6 +192,27 @@ def check_pick(rec: dict[str, Any], where: str, n: int | None) -> None:
             _check_index(index, where, f"matches[{k}]", n)
         if len(match) > 2 and match[2] is not None and (isinstance(match[2], bool) or match[2] not in match[:2]):
             raise BonError(f"{where}: matches[{k}] winner {match[2]!r:.40} is neither of its candidates")
+
+
+def _plain_pick(rec: dict[str, Any], n: int | None) -> bool:
+    """Whether :func:`check_pick` has nothing to say of ``rec``, checked the quick way (a study's picks file
+    has a line per judge, prompt and generator, each with its matches): False sends it to the checks that
+    name what is wrong."""
+    if not all(type(rec.get(key)) is str for key in ("judge", "generator", "prompt_id", "task")):
+        return False
+    top = n if n is not None else math.inf
+    index, matches = rec.get("index"), rec.get("matches", [])
+    if type(index) is not int or not 0 <= index < top or type(matches) is not list:
+        return False
+    for match in matches:
+        if type(match) is not list or len(match) < 2:
+            return False
+        a, b = match[0], match[1]
+        if type(a) is not int or type(b) is not int or not (0 <= a < top and 0 <= b < top):
+            return False
+        if len(match) > 2 and match[2] is not None and (type(match[2]) is not int or match[2] not in (a, b)):
+            return False
+    return True
 
 
 def _check_index(index: Any, where: str, what: str, n: int | None) -> None:

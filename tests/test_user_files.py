@@ -269,3 +269,43 @@ def test_the_writer_lock_never_writes_through_a_link(tmp_path, kind):
     with writer_lock(run, "bon report"):
         assert not (run / LOCK_NAME).is_symlink() and (run / LOCK_NAME).stat().st_ino != victim.stat().st_ino
     assert victim.read_text() == "keep me\n" and not victim.is_symlink()
+
+
+def test_the_quick_pick_check_accepts_only_what_the_full_check_accepts():
+    """check_pick passes a plain picks line the quick way (_plain_pick); a damaged line goes to the checks
+    that name what is wrong: on lines damaged every way, both give the same verdict."""
+    import random
+
+    from bon import runfolder
+
+    good = {"judge": "j", "generator": "g", "prompt_id": "p", "task": "t2i", "index": 2,
+            "matches": [[0, 1, 1, "votes"], [2, 1, 2, "votes"], [3, 2, None, "coin"]]}
+    odd = [None, True, False, -1, 0, 1, 2, 3, 4, 8, 2.0, "2", [2], [], [1, 2], [1], {}]
+    rng = random.Random(0)
+    for trial in range(400):
+        rec = json.loads(json.dumps(good))
+        for _ in range(rng.randint(0, 2)):
+            where = rng.choice(["judge", "index", "matches", "match", "winner", "a"])
+            if where in ("match", "winner", "a"):
+                k, matches = rng.randrange(3), rec["matches"]
+                if not isinstance(matches, list) or len(matches) <= k:
+                    continue
+                if where == "match":
+                    matches[k] = rng.choice(odd)
+                elif isinstance(matches[k], list) and len(matches[k]) > 2:
+                    matches[k][2 if where == "winner" else 0] = rng.choice(odd)
+            else:
+                rec[where] = rng.choice(odd)
+        n = rng.choice([None, 4, 3])
+        verdicts = []
+        for quick in (runfolder._plain_pick, lambda rec, n: False):
+            real, runfolder._plain_pick = runfolder._plain_pick, quick
+            try:
+                runfolder.check_pick(rec, "picks.jsonl:1", n)
+                verdicts.append("ok")
+            except BonError as exc:
+                verdicts.append(str(exc))
+            finally:
+                runfolder._plain_pick = real
+        assert verdicts[0] == verdicts[1], (rec, n, verdicts)
+    assert runfolder._plain_pick(good, 4) and not runfolder._plain_pick(good, 3)
