@@ -114,13 +114,22 @@ def judge_records(tasks: Mapping[str, PairOutcomes]) -> list[dict[str, Any]]:
 def bon_records(prompts: pd.DataFrame) -> list[dict[str, Any]]:
     """Per judge, task and generator: pick score, random, oracle, gain and recovery (ratio of means)."""
     rows = []
-    for (task, gen, judge), sub in prompts.groupby(["task", "generator", "judge"], sort=False):
-        ok = sub.dropna(subset=["pick_score"])
-        pick, rand, orac = (float(ok[c].mean()) if len(ok) else math.nan for c in ("pick_score", "random_score", "oracle_score"))
+    values = {c: prompts[c].to_numpy(float) for c in ("pick_score", "random_score", "oracle_score")}
+    for (task, gen, judge), at in prompts.groupby(["task", "generator", "judge"], sort=False).indices.items():
+        ok = at[~np.isnan(values["pick_score"][at])]  # the rows with a scored pick
+        pick, rand, orac = (_mean(values[c][ok]) if len(ok) else math.nan for c in ("pick_score", "random_score", "oracle_score"))
         rows.append({"task": task, "generator": gen, "judge": judge, "pick_score": pick, "random_score": rand,
                      "oracle_score": orac, "gain": pick - rand,
                      "recovery": (pick - rand) / (orac - rand) if orac - rand > 1e-12 else math.nan})
     return rows
+
+
+def _mean(values: np.ndarray) -> float:
+    """pandas' ``Series.mean`` (NaN skipped) of a float array, the same sum: NaN counted as 0, over the count."""
+    missing = np.isnan(values)
+    count = np.float64(len(values) - missing.sum())
+    total = np.where(missing, 0.0, values).sum() if missing.any() else values.sum()
+    return float(total / count) if count > 0 else math.nan
 
 
 # --- correlations with paired bootstrap replicates ----------------------------------------------

@@ -70,8 +70,8 @@ def _moments(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """Co-moment, both sums of squares and counts over jointly finite entries. Without a missing entry
     the NaN-aware sums and masks are skipped: the same sums, in the same order, so the same bits."""
     x, y, m = _joint(x, y)
-    n = m.sum(-1)
     complete = bool(m.all())
+    n = np.full(m.shape[:-1], m.shape[-1]) if complete else m.sum(-1)
     total = np.sum if complete else np.nansum
     with np.errstate(invalid="ignore", divide="ignore"):
         mx = total(x, -1) / n
@@ -79,10 +79,26 @@ def _moments(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     xc = x - mx[..., None] if complete else np.where(m, x - mx[..., None], 0.0)
     yc = y - my[..., None] if complete else np.where(m, y - my[..., None], 0.0)
     sxx, syy = (xc * xc).sum(-1), (yc * yc).sum(-1)
-    # relative tolerance: a constant vector's centred values are rounding noise, not spread
-    sxx = np.where(sxx <= 1e-20 * total(x * x, -1) + 1e-300, 0.0, sxx)
-    syy = np.where(syy <= 1e-20 * total(y * y, -1) + 1e-300, 0.0, syy)
+    sxx = _spread(sxx, x, mx, n, total, complete)
+    syy = _spread(syy, y, my, n, total, complete)
     return (xc * yc).sum(-1), sxx, syy, n
+
+
+def _spread(centred: np.ndarray, v: np.ndarray, mean: np.ndarray, n: np.ndarray, total: Any, complete: bool) -> np.ndarray:
+    """The centred sums of squares with rounding noise set to 0 (a relative tolerance: a constant vector's centred
+    values are noise, not spread): 0 where ``centred <= 1e-20 * total(v * v) + 1e-300``. Without gaps, in
+    row-major rows, the sum of squares is only summed where it could matter: it is at most 4 (centred + n mean²)
+    (Cauchy-Schwarz, with room for rounding), and above 1e-20 times that bound the answer is already known."""
+    if complete and v.ndim > 1 and v.flags.c_contiguous:
+        with np.errstate(over="ignore", invalid="ignore"):
+            unsure = ~(centred > 1e-20 * (4.0 * (centred + n * mean * mean)) + 1e-300)
+        if not unsure.any():
+            return centred
+        out = centred.copy()
+        rows = v[unsure]  # each row's sum as in the whole matrix: rows of a row-major matrix sum alike
+        out[unsure] = np.where(centred[unsure] <= 1e-20 * np.sum(rows * rows, -1) + 1e-300, 0.0, centred[unsure])
+        return out
+    return np.where(centred <= 1e-20 * total(v * v, -1) + 1e-300, 0.0, centred)
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -307,24 +323,36 @@ def pair_outcomes(task: str, pairs: Sequence[mmrb2.Pair], judgments: Mapping[str
     same-model when both ``model_name`` agree."""
     same = np.array([bool(p.model_a) and p.model_a == p.model_b for p in pairs], bool)
     judges = list(judgments)
-    correct, counted, consistent, both, bad = (np.zeros((len(judges), len(pairs))) for _ in range(5))
-    for j, judge in enumerate(judges):
-        for q, pair in enumerate(pairs):
-            entry = judgments[judge].get(pair.id)
-            entry = entry if isinstance(entry, Mapping) else {}
-            fwd, rev = (mmrb2.first_judgement(entry.get(d)) for d in ("forward", "reverse"))
+    flips = mmrb2.FLIP
+    cells = []  # per judge and pair: correct, counted, consistent, both, bad (plain numbers, one array at the end)
+    for judge in judges:
+        given = judgments[judge]
+        for pair in pairs:
+            entry = given.get(pair.id)
+            if type(entry) is not dict and not isinstance(entry, Mapping):
+                entry = {}
+            fwd, rev = _first_judgement(entry.get("forward")), _first_judgement(entry.get("reverse"))
+            correct = counted = bad = 0
             for answer, flip in ((fwd, False), (rev, True)):
                 if answer is None:
-                    bad[j, q] += 1
+                    bad += 1
                     continue
-                counted[j, q] += 1
-                bad[j, q] += answer not in mmrb2.FLIP
-                correct[j, q] += (mmrb2.FLIP.get(answer, answer) if flip else answer) == pair.chosen
-            if fwd in mmrb2.FLIP and rev in mmrb2.FLIP:
-                both[j, q] = 1
-                consistent[j, q] = float(mmrb2.FLIP[rev] == fwd)
-    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct, counted, same,
-                        consistent, both, bad)
+                counted += 1
+                bad += answer not in flips
+                correct += (flips.get(answer, answer) if flip else answer) == pair.chosen
+            both = fwd in flips and rev in flips
+            cells.append((correct, counted, float(flips[rev] == fwd) if both else 0.0, float(both), bad))
+    correct, counted, consistent, both, bad = np.array(cells, float).reshape(len(judges), len(pairs), 5).transpose(2, 0, 1)
+    return PairOutcomes(task, [p.id for p in pairs], [p.prompt_source for p in pairs], judges, correct.copy(),
+                        counted.copy(), same, consistent.copy(), both.copy(), bad.copy())
+
+
+def _first_judgement(samples: Any) -> str | None:
+    """:func:`bon.mmrb2.first_judgement`, with its usual case (a list of dicts, as JSON gives) first."""
+    if type(samples) is list and samples and type(samples[0]) is dict:
+        j = samples[0].get("judgement")
+        return j if isinstance(j, str) and j else None
+    return mmrb2.first_judgement(samples)
 
 
 @dataclass
@@ -337,12 +365,38 @@ class JudgeAxis:
     excluded: dict[str, list[str]] = field(default_factory=dict)  # task -> excluded prompt sources
     dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> pairs left out as leaks (analysis.leakage)
 
+    _cells: tuple = field(default=(None, None), repr=False, compare=False)  # (the table, its task -> judge -> row)
+
+    def _rows(self) -> dict[Any, dict[Any, tuple[float, float]]] | None:
+        """task -> judge -> (accuracy, n_pairs as a number or NaN) of the table, read once per table (the analyses
+        ask for them dozens of times); None when a (judge, task) repeats (then the table is asked each time)."""
+        table, rows = self._cells
+        if table is not self.table:
+            rows = {}
+            counts = pd.to_numeric(self.table["n_pairs"], errors="coerce").tolist()
+            for task, judge, acc, count in zip(self.table["task"], self.table["judge"], self.table["accuracy"], counts):
+                if judge in rows.setdefault(task, {}):
+                    rows = None
+                    break
+                rows[task][judge] = (acc, count)
+            self._cells = (self.table, rows)
+        return rows
+
     def accuracy(self, task: str, judges: Sequence[str]) -> np.ndarray:
+        rows = self._rows()
+        if rows is not None:
+            mine = rows.get(task, {})
+            return np.array([float(mine[j][0]) if j in mine else np.nan for j in judges])
         sub = self.table[self.table.task == task].set_index("judge")["accuracy"]
         return np.array([float(sub.get(j, np.nan)) for j in judges])
 
     def n_pairs(self, task: str, judges: Sequence[str]) -> int:
         """Pairs behind the accuracies of these judges (the most any of them was scored on)."""
+        rows = self._rows()
+        if rows is not None:
+            mine = rows.get(task, {})
+            vals = [mine[j][1] for j in dict.fromkeys(judges) if j in mine and not pd.isna(mine[j][1])]
+            return int(max(vals)) if vals else 0
         sub = self.table[(self.table.task == task) & self.table.judge.isin(list(judges))]
         vals = pd.to_numeric(sub["n_pairs"], errors="coerce").dropna()
         return int(vals.max()) if len(vals) else 0

@@ -331,3 +331,18 @@ def test_permuted_null_is_bit_for_bit_the_coefficient_of_each_ordering() -> None
         for stat in ("pearson", "spearman", "kendall"):
             direct = _stat(stat, [(np.broadcast_to(x, o.shape), y[o]) for (x, y), o in zip(blocks, orders)])
             assert np.array_equal(_permuted(stat, blocks, orders), direct, equal_nan=True), (case, stat)
+
+
+def test_spread_tolerance_summed_only_where_it_could_matter_gives_the_full_rule() -> None:
+    """_moments sums squares for its noise tolerance only in rows near it; the result is the full rule's."""
+    from analysis.statistics import _moments
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(50, 10, (400, 7))
+    x[::7] = x[::7, :1]  # constant rows
+    x[1::7] = x[1::7, :1] + rng.integers(-1, 2, (len(x[1::7]), 7)) * np.spacing(x[1::7, :1])  # rounding noise
+    y = rng.normal(size=x.shape)
+    sxy, sxx, syy, n = _moments(x, y)
+    centred = ((x - x.sum(-1, keepdims=True) / 7) ** 2).sum(-1)
+    assert np.array_equal(sxx, np.where(centred <= 1e-20 * (x * x).sum(-1) + 1e-300, 0.0, centred))
+    assert (sxx[::7] == 0).all() and (sxx[2::7] > 0).all() and np.array_equal(n, np.full(400, 7))
