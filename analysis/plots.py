@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -57,7 +57,9 @@ def save_figure(fig: Figure, path: Path, formats: Sequence[str] = ("png",), dpi:
         # once more first; the layout is final, so the files are the same without it
         fig.set_layout_engine(None)
     written = []
-    with settled(fig):  # the layout is final: each draw would place the same ticks and lay out the same texts
+    # the layout is final (unless an engine lays the figure out at each draw): each draw would place the same ticks
+    # and lay out the same texts
+    with settled(fig) if fig.get_layout_engine() is None else nullcontext():
         for fmt in formats:
             target = Path(path).with_suffix("." + fmt)
             buffer = io.BytesIO()
