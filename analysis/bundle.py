@@ -47,7 +47,7 @@ DEFAULT_MAX_LOSS = 0.01  # one point of a 0-1 Best-of-N score: the leaderboard's
 # rough CPU seconds of compute's parallel parts on the demo (40 prompts, N 8, 9 judges, one core): the
 # costliest start first, so the two workers finish together (order only; every part is seeded on its own)
 PART_COSTS = {"predictors": 0.9, "leaderboards": 0.8, "correlations": 0.8, "power": 0.75, "other": 0.5,
-              "metrics": 0.4, "prediction": 0.2}
+              "prediction": 0.2}
 
 
 @dataclass
@@ -346,11 +346,10 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     (``exclude``/``keep``) and ``overlapping_pairs`` (``drop``/``keep``) override the config's ``leakage:``
     (:mod:`analysis.leakage`); ``on_failure`` (``official``/``zero``/``missing``) overrides the config's rule for
     failed verifier scores (:func:`analysis.bon_metrics.apply_on_failure`); ``meanwhile``: work for this process
-    once it has built the judge axis, while the first forked workers still run (it would only wait): ``bon report``
+    while the first forked workers build the judge axis and the metrics (it would only wait): ``bon report``
     and the demo import the report writer (matplotlib) then, so the parts' workers forked afterwards inherit it;
     ``samples``: renders report.html's sample prompts from the run and its picks
-    (:func:`analysis.html_report.run_samples`), in a forked worker while this process builds the judge axis
-    (which leaves a core idle otherwise); ``then``: per part, work on the bundle with that part filled in, done
+    (:func:`analysis.html_report.run_samples`), in a forked worker beside the one building the judge axis; ``then``: per part, work on the bundle with that part filled in, done
     in the worker that computed the part right after it (:class:`Then`; e.g. drawing the part's figure, so no
     second round of workers waits for every part); its results are the bundle's ``then``."""
     run = as_run(run)
@@ -367,18 +366,20 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         raise BonError(f"{run.folder.picks}: no picks")
     judges = list(dict.fromkeys(prompts["judge"]))
 
-    def metrics_part() -> pd.DataFrame:
-        return bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n)
+    down = leakage.downstream(run, set(prompts["prompt_id"]))
+    own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
 
-    # what needs only the picks, side by side in forked workers while this process builds the judge axis below
-    early = {"metrics": metrics_part, **({"samples": lambda: samples(run, prompts)} if samples else {})} if samples or then else {}
-    with named_jobs_started(early) as finished:
-        down = leakage.downstream(run, set(prompts["prompt_id"]))
-        own_rule = leakage.own_set_overlap(run.folder.mmrb2, down, policy)
+    def axis_part() -> tuple[JudgeAxis, pd.DataFrame]:
         axis = judge_axis(run, judges, accuracies, exclude_sources, own_rule)
+        return axis, axis.with_intervals(bootstrap, seed, level)
+
+    # what needs only the picks and the run, side by side in forked workers (the costliest first) while this
+    # process reads the rest and imports what the parts' workers will need (``meanwhile``)
+    early = {**({"samples": lambda: samples(run, prompts)} if samples else {}), "axis": axis_part,
+             "metrics": lambda: bon_metrics(prompts, bootstrap=bootstrap, seed=seed, level=level, n=run.n),
+             "headroom": lambda: headroom_table(prompts, scores, run.n)}
+    with named_jobs_started(early) as finished:
         stats = leakage.load_stats(run)  # rebuilt from the store when stats.json is missing
-        acc = axis.with_intervals(bootstrap, seed, level)
-        headroom = headroom_table(prompts, scores, run.n)
         graders = leakage.grader_judges(stats, judges)
         left_out = leakage.excluded_judges(study, stats, judges, grader_judges)
         excluded = list(left_out)
@@ -389,6 +390,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
         if meanwhile is not None:
             meanwhile()
         done = finished()
+    (axis, acc), headroom = done["axis"], done["headroom"]
 
     def correlate(leave_out: list[str], permutations: int) -> pd.DataFrame:
         table = correlation_intervals(without_judges(settings, leave_out), axis, bootstrap=bootstrap, seed=seed,
@@ -421,7 +423,7 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     # everything but the parts below (placeholders until they come), so a part's ``then`` sees what it needs
     base = ReportBundle(
         run_dir=run.root, run=run, prompts=prompts, accuracies=acc,
-        metrics=with_accuracies(done["metrics"], acc) if "metrics" in done else pd.DataFrame(), accuracy_label=axis.label,
+        metrics=with_accuracies(done["metrics"], acc), accuracy_label=axis.label,
         excluded_sources=axis.excluded, correlations=pd.DataFrame(), leaderboards=pd.DataFrame(), power=None,
         curves=curves, bootstrap=bootstrap, seed=seed, level=level, study=study,
         versions=config.get("versions") or {}, stats=stats, tradeoff=run.tradeoff, max_loss=max_loss,
@@ -439,14 +441,11 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
                                              predictor_source, excluded=left_out),
         "prediction": lambda: {"level": PREDICTION_LEVEL, **validation(
             gain_data(settings, prompts, axis, left_out, bootstrap, seed), seed, PREDICTION_LEVEL)},
-        **({} if "metrics" in done else {"metrics": metrics_part}),
     }
     then = then or {}
     costs = {name: PART_COSTS.get(name, 1.0) + (then[name].cost if name in then else 0.0) for name in parts}
     results = run_named({name: _followed(name, job, base, then.get(name)) for name, job in parts.items()}, costs=costs)
     fields = {PART_FIELDS.get(name, name): result for name, (result, _) in results.items()}
-    if "metrics" in fields:
-        fields["metrics"] = with_accuracies(fields["metrics"], acc)
     return replace(base, **fields, then={name: after for name, (_, after) in results.items() if name in then})
 
 
