@@ -81,7 +81,7 @@ def settled(fig: Figure) -> Iterator[None]:
     every line of text is shaped again. With nothing changed in the block, the first answer is every later one
     (``Axis._update_ticks`` and ``Text._get_layout``: should matplotlib rename them, this does nothing and the
     figure is the same, only slower)."""
-    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
+    axes = [axis for ax in fig.axes if ax.get_visible() for axis in (ax.xaxis, ax.yaxis)]
     for axis in axes:
         axis._update_ticks = _placed_once(axis._update_ticks)  # an instance attribute: this figure's axes only
         axis._update_ticks()  # the ticks and their labels exist from here on

@@ -179,3 +179,38 @@ def test_bon_report_on_failure_overrides_the_config(tmp_path: Path) -> None:
                  "--json", str(tmp_path / "r.json")]) == 0
     assert "t2i/g1: 1 of 12 on 1 prompts; on_failure: zero (counted as 0)" in (run / "report.md").read_text()
     assert strict_load(tmp_path / "r.json")["scoring"]["applied"] == "zero"
+
+
+def reranker_table() -> pd.DataFrame:
+    """Leaderboard rows whose costs span three decades (a log axis, its 10^k labels drawn by mathtext)."""
+    rows = []
+    for task in ("t2i", "edit"):
+        for g, gen in enumerate(("g1", "g2")):
+            for k, judge in enumerate(("random", "fast", "slow", "twin")):
+                gain = 0.05 * k - 0.04 * g + (0.02 if task == "edit" else 0.0)
+                rows.append({"task": task, "generator": gen, "judge": judge, "gain": gain, "gain_lo": gain - 0.06,
+                             "gain_hi": gain + 0.05, "seconds_per_prompt": 1e-4 * 10 ** k, "usd_per_prompt": 0.0,
+                             "left_out": "shares the grader" if judge == "twin" else ""})
+    return pd.DataFrame(rows)
+
+
+def test_figures_drawn_settled_are_the_files_matplotlib_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figures' shortcuts (ticks placed and texts laid out once per layout and per save) change no pixel
+    and no byte: the same figures drawn without them give the same PNG and SVG files."""
+    import contextlib
+
+    from analysis import plots
+    from analysis.figures import reranker_figure
+
+    def draw(folder: Path) -> list[Path]:
+        return [correlation_figure(make_results(), folder / "correlation.png", formats=("png", "svg")).with_suffix(".svg"),
+                *reranker_figure(reranker_table(), folder / "reranker.png")]
+
+    settled = draw(tmp_path / "settled")
+    monkeypatch.setattr(plots, "settled", lambda fig: contextlib.nullcontext())
+    monkeypatch.setattr(plots, "_laid_out_once", lambda text: text._get_layout)
+    plain = draw(tmp_path / "plain")
+    assert [p.name for p in settled] == ["correlation.svg", "reranker.png", "reranker.svg"]
+    for a, b in zip([*settled, settled[0].with_suffix(".png")], [*plain, plain[0].with_suffix(".png")]):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert rb"<!-- $\mathdefault{10^{-3}}$ -->" in settled[2].read_bytes()  # a log axis, labelled by mathtext
