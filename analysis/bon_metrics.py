@@ -208,8 +208,11 @@ def uninformed_judges(prompts: pd.DataFrame) -> dict[tuple[str, str, str, str], 
     out: dict[tuple[str, str, str, str], str] = {}
     if prompts.empty:
         return out
-    for key, rows in prompts.groupby(GROUP, sort=False):
-        reason = no_information(rows)
+    informed = prompts["informed"].astype(bool) if "informed" in prompts else True
+    totals = (prompts[GROUP + ["calls", "missing"]].assign(informed=informed)  # one grouping, not a sum per judge
+              .groupby(GROUP, sort=False).agg(calls=("calls", "sum"), missing=("missing", "sum"), informed=("informed", "any")))
+    for key, calls, missing, any_informed in zip(totals.index, totals["calls"], totals["missing"], totals["informed"]):
+        reason = _no_information(int(calls), int(missing), bool(any_informed))
         if reason:
             out[tuple(key)] = reason
     return out
