@@ -163,8 +163,13 @@ def pick_informed(pick: Mapping[str, Any]) -> bool:
     calls, missing = int(pick.get("calls", 0) or 0), int(pick.get("missing", 0) or 0)
     if (calls and missing >= calls) or pick.get("coin") is True:
         return False
-    rules = [m[3] for m in pick.get("matches") or [] if isinstance(m, (list, tuple)) and len(m) > 3]
-    return not rules or any(rule not in UNDECIDED_RULES for rule in rules)
+    decided_by_coin = False  # a match with a rule, every one so far undecided
+    for m in pick.get("matches") or []:
+        if isinstance(m, (list, tuple)) and len(m) > 3:
+            if m[3] not in UNDECIDED_RULES:
+                return True
+            decided_by_coin = True
+    return not decided_by_coin
 
 
 def no_information(rows: pd.DataFrame) -> str | None:

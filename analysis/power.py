@@ -109,12 +109,15 @@ def simulate_cell(model: dict[str, float], judges: int, prompts: int, pairs: int
     y_obs = y_true + rng.normal(0.0, y_se, (sims, judges))
     # the analysis of each simulated study: judges resampled, both measurements redrawn
     x_se = np.sqrt(np.clip(x_obs * (100.0 - x_obs), 1.0, None) / pairs)
-    idx = rng.integers(0, judges, (sims, bootstrap, judges))
-    drawn = idx + judges * np.arange(sims)[:, None, None]  # flat positions in the sims x judges arrays, used thrice
-    xb = x_obs.ravel()[drawn]
-    yb = y_obs.ravel()[drawn]
-    xb = xb + rng.standard_normal(idx.shape) * x_se.ravel()[drawn]
-    yb = yb + rng.standard_normal(idx.shape) * y_se
+    drawn = rng.integers(0, judges, (sims, bootstrap, judges))
+    drawn += judges * np.arange(sims)[:, None, None]  # flat positions in the sims x judges arrays, used thrice
+    # xb = x_obs[drawn] + noise * x_se[drawn], yb = y_obs[drawn] + noise * y_se, in place (the same sums)
+    xb = rng.standard_normal(drawn.shape)
+    xb *= np.take(x_se, drawn)
+    xb += np.take(x_obs, drawn)
+    yb = rng.standard_normal(drawn.shape)
+    yb *= y_se
+    yb += np.take(y_obs, drawn)
     r = pearson(xb, yb)
     r_obs = pearson(x_obs, y_obs)
     lo, hi = bc_interval(r, r_obs, level)  # as the report computes it

@@ -182,23 +182,35 @@ def _zscore(v: np.ndarray) -> np.ndarray:
         return np.where(sd > 1e-12 * (np.abs(mu) + 1.0), (v - mu) / sd, np.nan)
 
 
-def pooled(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+def pooled(stat: str, blocks: Sequence[tuple[np.ndarray, np.ndarray]], memo: dict | None = None) -> np.ndarray:
     """A coefficient over several settings, each entering through within-setting comparisons only.
 
-    ``blocks`` are (x, y) arrays, one per setting, with the judges on the last axis.
+    ``blocks`` are (x, y) arrays, one per setting, with the judges on the last axis. ``memo`` keeps each
+    block's part (its standardised values, or its Kendall sums) by the arrays' identity, for a caller that
+    pools the same arrays again (a setting's bootstrap replicates, in its task's row and in the overall row);
+    it must hold the arrays themselves, so no identity is reused while it lives.
     """
     if not blocks:
         return np.array(np.nan)
+    parts = [_pooled_part(stat, x, y, memo) for x, y in blocks]
     if stat == "kendall":
-        parts = [_kendall_parts(x, y) for x, y in blocks]
         return _tau(*(sum(p[k] for p in parts) for k in range(4)))
-    standard = (lambda v: _zscore(ranks(v))) if stat == "spearman" else _zscore
-    xs, ys = [], []
-    for x, y in blocks:
-        x, y, _ = _joint(x, y)
-        xs.append(_once_per_row(standard, x))
-        ys.append(_once_per_row(standard, y))
-    return pearson(np.concatenate(xs, -1), np.concatenate(ys, -1))
+    return pearson(np.concatenate([p[0] for p in parts], -1), np.concatenate([p[1] for p in parts], -1))
+
+
+def _pooled_part(stat: str, x: np.ndarray, y: np.ndarray, memo: dict | None) -> tuple:
+    key = (stat, id(x), id(y))
+    if memo is not None and key in memo:
+        return memo[key][0]
+    if stat == "kendall":
+        part: tuple = _kendall_parts(x, y)
+    else:
+        standard = (lambda v: _zscore(ranks(v))) if stat == "spearman" else _zscore
+        jx, jy, _ = _joint(x, y)
+        part = (_once_per_row(standard, jx), _once_per_row(standard, jy))
+    if memo is not None:
+        memo[key] = (part, x, y)  # the arrays held: their identities stay theirs
+    return part
 
 
 def _once_per_row(f: Any, v: np.ndarray) -> np.ndarray:
@@ -770,6 +782,7 @@ class _Block:
     y: np.ndarray
     xb: np.ndarray  # B x union
     yb: np.ndarray
+    full: tuple[np.ndarray, np.ndarray] | None = None  # xb, yb with the judges resampled (the same draw for every block)
 
 
 def correlation_intervals(settings: Sequence[Setting], axis: JudgeAxis, bootstrap: int = 1000, seed: int = 0,
@@ -812,17 +825,20 @@ def correlation_intervals(settings: Sequence[Setting], axis: JudgeAxis, bootstra
 
     rng = np.random.default_rng(derive_seed(seed, "judges"))
     jidx = rng.integers(0, len(judges), size=(bootstrap, len(judges))) if "judges" in resample and judges else None
+    for b in blocks:
+        b.full = (np.take_along_axis(b.xb, jidx, 1), np.take_along_axis(b.yb, jidx, 1)) if jidx is not None else (b.xb, b.yb)
+    memo: dict = {}  # each block's pooled parts of its replicates: its task's row and the overall row share them
 
-    rows = [_row([b], axis, bootstrap, seed, level, permutations, jidx, "setting", b.setting.task, b.setting.generator,
+    rows = [_row([b], axis, bootstrap, seed, level, permutations, jidx, memo, "setting", b.setting.task, b.setting.generator,
                  b.setting.strategy, judges) for b in blocks]
     if pooled_rows:
         for task in task_order(s.task for s in settings):
             mine = [b for b in blocks if b.setting.task == task]
             if len(mine) > 1:
-                rows.append(_row(mine, axis, bootstrap, seed, level, permutations, jidx, "task", task, "(pooled)",
+                rows.append(_row(mine, axis, bootstrap, seed, level, permutations, jidx, memo, "task", task, "(pooled)",
                                  _one(b.setting.strategy for b in mine), judges))
         if len({b.setting.task for b in blocks}) > 1:
-            rows.append(_row(blocks, axis, bootstrap, seed, level, permutations, jidx, "all", "(all)", "(pooled)",
+            rows.append(_row(blocks, axis, bootstrap, seed, level, permutations, jidx, memo, "all", "(all)", "(pooled)",
                              _one(b.setting.strategy for b in blocks), judges))
     return pd.DataFrame(rows, columns=CI_COLUMNS)
 
@@ -832,12 +848,12 @@ def _one(values: Iterable[str]) -> str:
     return vals[0] if len(vals) == 1 else "(mixed)"
 
 
-def _stat(stat: str, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    return COEFFICIENTS[stat](*pairs[0]) if len(pairs) == 1 else pooled(stat, pairs)
+def _stat(stat: str, pairs: Sequence[tuple[np.ndarray, np.ndarray]], memo: dict | None = None) -> np.ndarray:
+    return COEFFICIENTS[stat](*pairs[0]) if len(pairs) == 1 else pooled(stat, pairs, memo)
 
 
 def _row(blocks: list[_Block], axis: JudgeAxis, bootstrap: int, seed: int, level: float, permutations: int,
-         jidx: np.ndarray | None, scope: str, task: str, generator: str, strategy: str, judges: list[str]) -> dict:
+         jidx: np.ndarray | None, memo: dict, scope: str, task: str, generator: str, strategy: str, judges: list[str]) -> dict:
     present = np.zeros(len(judges), bool)
     for b in blocks:
         present |= np.isfinite(b.x) & np.isfinite(b.y)
@@ -851,12 +867,12 @@ def _row(blocks: list[_Block], axis: JudgeAxis, bootstrap: int, seed: int, level
                            "bootstrap": bootstrap, "level": level}
     observed = [(b.x, b.y) for b in blocks]
     meas = [(b.xb, b.yb) for b in blocks]
-    full = [(np.take_along_axis(b.xb, jidx, 1), np.take_along_axis(b.yb, jidx, 1)) for b in blocks] if jidx is not None else meas
+    full = [b.full for b in blocks]
     undefined = []
     for stat in STATS:
         point = float(_stat(stat, observed))
-        reps_full = _stat(stat, full)
-        reps_meas = _stat(stat, meas)
+        reps_full = _stat(stat, full, memo)
+        reps_meas = _stat(stat, meas, memo)
         lo, hi, recentred = bc_interval(reps_full, point, level, with_fallback=True)
         mlo, mhi = percentile_ci(reps_meas, level)
         undefined.append(float(np.mean(~np.isfinite(reps_full))) if np.size(reps_full) else 1.0)
