@@ -46,8 +46,8 @@ OTHER_PERMUTATIONS = 1000  # ... and behind those of the other grader-judge choi
 DEFAULT_MAX_LOSS = 0.01  # one point of a 0-1 Best-of-N score: the leaderboard's "cheapest within" loss
 # rough CPU seconds of compute's parallel parts on the demo (40 prompts, N 8, 9 judges, one core): the
 # costliest start first, so the two workers finish together (order only; every part is seeded on its own)
-PART_COSTS = {"predictors": 0.9, "leaderboards": 0.8, "correlations": 0.8, "power": 0.75, "other": 0.5,
-              "prediction": 0.2}
+PART_COSTS = {"power": 0.4, "correlations": 0.35, "predictors": 0.2, "leaderboards": 0.2, "other": 0.2,
+              "prediction": 0.1}
 
 
 @dataclass

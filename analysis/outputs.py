@@ -110,7 +110,7 @@ def _part_figures(folder: RunFolder, part: str, bundle: ReportBundle) -> dict[st
 SAMPLES = "samples"  # the job that renders the sample prompts (not a figure)
 FIGURE_PARTS = {"correlation": "correlations", "reranker": "leaderboards", "power": "power"}  # the part each shows
 # rough CPU seconds of each job on the demo (one core); the others count 1
-JOB_COSTS = {"reranker": 1.3, "correlation": 1.2, SAMPLES: 0.5, "power": 0.4}
+JOB_COSTS = {"reranker": 1.0, "correlation": 0.9, SAMPLES: 0.45, "power": 0.3}
 
 
 def import_plotting() -> None:
