@@ -83,11 +83,12 @@ def settled(fig: Figure) -> Iterator[None]:
     every line of text is shaped again. With nothing changed in the block, the first answer is every later one
     (``Axis._update_ticks`` and ``Text._get_layout``: should matplotlib rename them, this does nothing and the
     figure is the same, only slower)."""
-    axes = [axis for ax in fig.axes if ax.get_visible() for axis in (ax.xaxis, ax.yaxis)]
+    axes = [axis for ax in fig.axes if ax.get_visible() for axis in (ax.xaxis, ax.yaxis)
+            if callable(getattr(axis, "_update_ticks", None))]
     for axis in axes:
         axis._update_ticks = _placed_once(axis._update_ticks)  # an instance attribute: this figure's axes only
         axis._update_ticks()  # the ticks and their labels exist from here on
-    texts = fig.findobj(Text)
+    texts = [text for text in fig.findobj(Text) if callable(getattr(text, "_get_layout", None))]
     for text in texts:
         text._get_layout = _laid_out_once(text)
     try:
@@ -350,7 +351,8 @@ def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], renderer:
         x, y, name, colour = labels[i]
         t = Text(0, 0, name, fontsize=7)
         t.set_figure(ax.figure)
-        t._get_layout = _laid_out_once(t)  # tried at up to 28 places, in 4 alignments
+        if callable(getattr(t, "_get_layout", None)):
+            t._get_layout = _laid_out_once(t)  # tried at up to 28 places, in 4 alignments
         best = None
         for n, (dx, dy) in enumerate(_NEAR + _FAR):
             ha, va = ("left" if dx > 0 else "right"), ("bottom" if dy > 0 else "top")
