@@ -450,7 +450,8 @@ def bon_metrics(prompts: pd.DataFrame, bootstrap: int = 1000, seed: int = 0, lev
                 for c in ("pick_score", "random_score", "oracle_score", "win", "rank", "hit")}
         cols.update({c: sub[c].to_numpy() for c in ("n_scored", "calls", "missing")})
         for j, judge in enumerate(judges):
-            mine = {c: v[who == j] for c, v in cols.items()}  # the judge's rows, in the table's order
+            own = who == j
+            mine = {c: v[own] for c, v in cols.items()}  # the judge's rows, in the table's order
             scored = ~np.isnan(mine["pick_score"])  # random and oracle over the prompts BoN averages
             bon = _finite_mean(mine["pick_score"])
             rnd, orc = _finite_mean(mine["random_score"][scored]), _finite_mean(mine["oracle_score"][scored])

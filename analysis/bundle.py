@@ -349,9 +349,10 @@ def compute(run: Run | Path, bootstrap: int = 1000, seed: int = 0, level: float 
     while the first forked workers build the judge axis and the metrics (it would only wait): ``bon report``
     and the demo import the report writer (matplotlib) then, so the parts' workers forked afterwards inherit it;
     ``samples``: renders report.html's sample prompts from the run and its picks
-    (:func:`analysis.html_report.run_samples`), in a forked worker beside the one building the judge axis; ``then``: per part, work on the bundle with that part filled in, done
-    in the worker that computed the part right after it (:class:`Then`; e.g. drawing the part's figure, so no
-    second round of workers waits for every part); its results are the bundle's ``then``."""
+    (:func:`analysis.html_report.run_samples`), in a forked worker beside the one building the judge axis;
+    ``then``: per part, work on the bundle with that part filled in, done in the worker that computed the part
+    right after it (:class:`Then`; e.g. drawing the part's figure, so no second round of workers waits for
+    every part); its results are the bundle's ``then``."""
     run = as_run(run)
     config = run.config
     study = config.get("study") or {}
