@@ -114,7 +114,7 @@ JOB_COSTS = {"reranker": 1.0, "correlation": 0.9, SAMPLES: 0.45, "power": 0.3}
 
 
 def import_plotting() -> None:
-    """Import the figures' modules (matplotlib: a third of a second), for :func:`analysis.bundle.compute`'s
+    """Import the figures' modules (matplotlib is slow to import), for :func:`analysis.bundle.compute`'s
     ``meanwhile``: the workers forked afterwards inherit them."""
     import analysis.figures  # noqa: F401
     import analysis.plots  # noqa: F401

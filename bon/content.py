@@ -261,10 +261,8 @@ def rgb_png(image: Image.Image) -> bytes:
     """An RGB image as PNG bytes: rows unfiltered, deflated at level 1. Every candidate image of a study is
     written once and decoded a few times (verifier, judges), so this is a hot path: Pillow tries every row
     filter on every row, which for the flat-colour pictures of the synthetic world costs more time than the
-    compression and gives no smaller files. Stored without deflate, a 128 x 128 picture would be cheaper still
-    (0.45 ms less to write, 0.25 ms less per read: 2.8 s of the demo's 35.6 s at 594be5a) but 3.6x larger
-    (48 KB instead of 13 KB; the demo's folder 385 MB instead of 135 MB, a paper-size one ~10 GB instead of
-    3.6 GB): disk a user pays for every study, so it stays deflated."""
+    compression and gives no smaller files. Stored without deflate, a picture would be a little cheaper to
+    write and read but several times larger on disk, which a user pays for every study, so it stays deflated."""
     import struct
     import zlib
 
@@ -310,9 +308,9 @@ def inside(path: Path, base: Path) -> bool:
 
 def resolved(path: Path) -> Path:
     """``Path(path).resolve()``, with the folder holding it resolved once per process: a run's images lie
-    in a few folders and their paths are checked ~10^5 times in a demo, where resolving each in full
-    (a system call per folder on the way) cost more than a second. Only the last name is looked at each
-    time (one ``lstat``), and a path whose last name is a link (or ``..``) is resolved in full."""
+    in a few folders and their paths are checked many times each, where resolving each in full (a system
+    call per folder on the way) was a visible share of the demo's time. Only the last name is looked at
+    each time (one ``lstat``), and a path whose last name is a link (or ``..``) is resolved in full."""
     path = Path(path)
     name = path.name
     if name in ("", ".."):

@@ -82,8 +82,8 @@ def redact(value: Any, *secrets: str | None, key: str = "") -> Any:
 
 def redacted_json(value: Any) -> str:
     """``json.dumps(redact(value), default=str)``, in one scan of the JSON text when nothing in it could need
-    masking (every stored verdict's metadata, ~10^5 in a demo, where walking the data cost a second). The
-    scan is sound only on text without escapes, where each string of ``value`` stands verbatim (a rule that
+    masking (every stored verdict's metadata, where walking the data was a visible share of a demo's time).
+    The scan is sound only on text without escapes, where each string of ``value`` stands verbatim (a rule that
     would fire on a string fires on the text); anything else takes the full :func:`redact`."""
     text = json.dumps(value, default=str)
     lowered = text.lower()

@@ -12,7 +12,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # The suite never reaches the Hugging Face hub. huggingface_hub reads these once, when it is first imported
 # (by whichever test imports diffusers, transformers or datasets first), so they are set here, before any
 # test: a test's own setenv comes too late, and a dry run that reads a hub model's config would otherwise
-# try the network, retrying with backoff (24 s per test on a machine without it, or a download with it).
+# try the network, retrying with backoff (seconds per test on a machine without it, or a download with it).
 for _offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_offline] = "1"
 

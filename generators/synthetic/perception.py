@@ -88,8 +88,8 @@ def quantise(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def warm() -> None:
-    """Build the quantiser's table and the glyph templates now (0.2 s of CPU), and import OpenCV (which
-    :func:`blobs` imports when first called, 60 ms): the worker processes forked after this (a study forks
+    """Build the quantiser's table and the glyph templates now, and import OpenCV (which :func:`blobs`
+    imports when first called): the worker processes forked after this (a study forks
     a few per stage, each of which would do it again) inherit them."""
     import cv2  # noqa: F401
 
